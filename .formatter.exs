@@ -1,0 +1,3 @@
+[
+  inputs: ["{mix,.formatter}.exs", "{bin,bench,config,lib,test}/**/*.{ex,exs}"]
+]

@@ -1,0 +1,30 @@
+# The build proper, with the variables makevars.sh wrote. POSIX make syntax only.
+include makevars.mk
+
+WARN = -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
+# Frame pointers in the tracer's own frames keep the frame-pointer unwinding mode sound.
+ALL_CFLAGS = -std=gnu11 -O2 -g -fPIC -fvisibility=hidden -fno-semantic-interposition \
+	-fno-omit-frame-pointer $(WARN) $(ERL_CFLAGS) $(UNWIND_CFLAGS) $(CFLAGS)
+OBJS = config.o table.o stack.o recorder.o hooks.o symbols.o nif.o
+HDRS = config.h table.h stack.h recorder.h symbols.h
+LIB = ../priv/mtrace.so
+
+all: $(LIB)
+
+# Linked to a temporary name and renamed: a process that has the old file mapped keeps it intact.
+$(LIB): $(OBJS) mtrace.version
+	mkdir -p ../priv
+	$(CC) -shared -o $(LIB).tmp $(OBJS) -Wl,--version-script=mtrace.version -Wl,-z,defs \
+		$(UNWIND_LIBS) $(IBERTY_LIBS) -ldl -lpthread $(LDFLAGS)
+	mv $(LIB).tmp $(LIB)
+
+$(OBJS): $(HDRS) makevars.mk
+
+.SUFFIXES: .c .o
+.c.o:
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+clean:
+	rm -f $(OBJS) $(LIB) $(LIB).tmp
+
+.PHONY: all clean

@@ -1,0 +1,230 @@
+/* recorder.c: the per-call work of the hooks (see recorder.h).
+ *
+ * Counters live in per-thread blocks so that no cache line bounces between cores: the owning
+ * thread alone writes a block, readers sum every block. A block outlives its thread and is handed
+ * to the next new thread with its counts intact, so totals stay exact and the list stays as long
+ * as the most threads that ever ran at once.
+ */
+#define _GNU_SOURCE
+#include "recorder.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "stack.h"
+
+/* initial-exec: a general-dynamic TLS access may call malloc on first touch, from inside malloc. */
+#define TLS __thread __attribute__((tls_model("initial-exec")))
+
+const char *const mt_kind_names[MT_KINDS] = {
+    "malloc",        "calloc",   "realloc", "reallocarray", "free",   "posix_memalign",
+    "aligned_alloc", "memalign", "valloc",  "pvalloc",      "strdup", "strndup",
+};
+
+struct block {
+    struct mt_stats s;
+    struct block *next;
+    int owned;
+} __attribute__((aligned(64)));
+
+enum { UNINIT, STARTING, READY, FAILED };
+
+static struct block *blocks;
+static int state = UNINIT;
+static pthread_key_t exit_key;
+static int have_exit_key;
+
+static TLS struct block *self;
+static TLS int guard;
+static TLS uint32_t tid_cache;
+
+static inline void bump(uint64_t *c)
+{
+    __atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+}
+
+static void release_block(void *b)
+{
+    if (self == b) self = NULL;
+    __atomic_store_n(&((struct block *)b)->owned, 0, __ATOMIC_RELEASE);
+}
+
+static struct block *claim_block(void)
+{
+    struct block *b;
+    for (b = __atomic_load_n(&blocks, __ATOMIC_ACQUIRE); b; b = b->next) {
+        int free_ = 0;
+        if (!__atomic_load_n(&b->owned, __ATOMIC_RELAXED) &&
+            __atomic_compare_exchange_n(&b->owned, &free_, 1, 0, __ATOMIC_ACQUIRE,
+                                        __ATOMIC_RELAXED))
+            break;
+    }
+    if (!b) {
+        size_t page = (size_t)sysconf(_SC_PAGESIZE), per = page / sizeof *b;
+        struct block *fresh =
+            mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (fresh == MAP_FAILED) return NULL;
+        fresh[0].owned = 1;
+        for (size_t i = 0; i + 1 < per; i++)
+            fresh[i].next = &fresh[i + 1];
+        struct block *head = __atomic_load_n(&blocks, __ATOMIC_RELAXED);
+        do
+            fresh[per - 1].next = head;
+        while (!__atomic_compare_exchange_n(&blocks, &head, fresh, 1, __ATOMIC_RELEASE,
+                                            __ATOMIC_RELAXED));
+        b = fresh;
+    }
+    if (have_exit_key) pthread_setspecific(exit_key, b);
+    return b;
+}
+
+static void after_fork_child(void)
+{
+    tid_cache = 0;
+    mt_table_after_fork();
+}
+
+static void init(void)
+{
+    mt_config_load();
+    if (mt_table_init(mt_config.slots) != 0 ||
+        mt_stack_init(mt_config.stacks, mt_config.depth, mt_config.unwind) != 0) {
+        static const char msg[] = "mtrace: cannot reserve memory for the tables; not recording\n";
+        while (write(2, msg, sizeof msg - 1) < 0 && errno == EINTR)
+            ;
+        __atomic_store_n(&state, FAILED, __ATOMIC_RELEASE);
+        return;
+    }
+    have_exit_key = pthread_key_create(&exit_key, release_block) == 0;
+    pthread_atfork(NULL, NULL, after_fork_child);
+    __atomic_store_n(&state, READY, __ATOMIC_RELEASE);
+}
+
+int mt_start(void)
+{
+    int expected = UNINIT;
+    if (__atomic_compare_exchange_n(&state, &expected, STARTING, 0, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE)) {
+        int e = errno;
+        guard = 1;
+        init();
+        guard = 0;
+        errno = e;
+    }
+    while (__atomic_load_n(&state, __ATOMIC_ACQUIRE) == STARTING)
+        sched_yield();
+    return __atomic_load_n(&state, __ATOMIC_ACQUIRE) == READY;
+}
+
+int mt_enter(enum mt_kind kind)
+{
+    if (guard) {
+        if (self) bump(&self->s.untraced);
+        return 0;
+    }
+    if (__builtin_expect(__atomic_load_n(&state, __ATOMIC_ACQUIRE) != READY, 0) && !mt_start())
+        return 0;
+    guard = 1;
+    if (__builtin_expect(!self, 0) && !(self = claim_block())) {
+        guard = 0;
+        return 0;
+    }
+    bump(&self->s.calls[kind]);
+    return 1;
+}
+
+static inline uint32_t tid(void)
+{
+    if (__builtin_expect(!tid_cache, 0)) tid_cache = (uint32_t)syscall(SYS_gettid);
+    return tid_cache;
+}
+
+static void record(void *p, size_t size, uintptr_t hook_ip)
+{
+    uintptr_t ips[MT_DEPTH_MAX];
+    int n = mt_stack_capture(hook_ip, ips, mt_config.depth);
+    uint32_t id = mt_stack_intern(ips, n);
+    if (!id) bump(&self->s.stacks_dropped);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    struct mt_record r = {
+        .addr = (uintptr_t)p,
+        .size = size,
+        .time_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec,
+        .stack = id,
+        .tid = tid(),
+    };
+    int replaced;
+    if (!mt_table_insert(&r, &replaced))
+        bump(&self->s.dropped);
+    else if (replaced)
+        bump(&self->s.stale_replaced);
+}
+
+void mt_alloc_done(void *p, size_t size, uintptr_t hook_ip)
+{
+    int e = errno;
+    if (p) record(p, size, hook_ip);
+    errno = e;
+    guard = 0;
+}
+
+void mt_forget(void *p)
+{
+    if (p && !mt_table_remove((uintptr_t)p, NULL)) bump(&self->s.untracked_frees);
+    guard = 0;
+}
+
+int mt_take(void *p, struct mt_record *old)
+{
+    if (!p) return 0;
+    if (mt_table_remove((uintptr_t)p, old)) return 1;
+    bump(&self->s.untracked_frees);
+    return 0;
+}
+
+void mt_realloc_done(void *q, size_t size, uintptr_t hook_ip, int keep_old,
+                     const struct mt_record *old)
+{
+    int e = errno;
+    int replaced;
+    if (q)
+        record(q, size, hook_ip);
+    else if (keep_old && !mt_table_insert(old, &replaced))
+        bump(&self->s.dropped);
+    errno = e;
+    guard = 0;
+}
+
+int mt_active(void)
+{
+    return __atomic_load_n(&state, __ATOMIC_ACQUIRE) == READY;
+}
+
+void mt_guard_hold(void)
+{
+    guard++;
+}
+void mt_guard_release(void)
+{
+    guard--;
+}
+
+void mt_stats_read(struct mt_stats *out)
+{
+    uint64_t *sum = (uint64_t *)out;
+    size_t words = sizeof *out / sizeof(uint64_t);
+    for (size_t i = 0; i < words; i++)
+        sum[i] = 0;
+    for (struct block *b = __atomic_load_n(&blocks, __ATOMIC_ACQUIRE); b; b = b->next) {
+        const uint64_t *c = (const uint64_t *)&b->s;
+        for (size_t i = 0; i < words; i++)
+            sum[i] += __atomic_load_n(&c[i], __ATOMIC_RELAXED);
+    }
+}

@@ -1,0 +1,85 @@
+/* recorder.h: the narrow interface between the hooks and everything mtrace keeps.
+ *
+ * Contract
+ * - Hook side (mt_enter ... mt_*_done): called on the allocation path of any thread. These calls
+ *   never allocate, print, take a lock, call erl_nif or symbolize, and never change errno. The
+ *   stack is unwound before any table slot is taken, so no slot is owned while unwinding.
+ * - mt_enter() returns nonzero when the call is to be recorded: the thread-local guard is then
+ *   held and exactly one *_done/mt_forget call must follow. It returns 0 when the thread is
+ *   already inside mtrace (libunwind or the loader allocating, a signal handler interrupting a
+ *   hook, the NIF's own work): the hook then only forwards, and the call is counted as untraced.
+ * - The first mt_enter() of the process initialises everything (configuration, table, stacks)
+ *   from mmap'd memory. A library that is loaded but never called as the allocator (dlopen'd as
+ *   a NIF only) initialises nothing, and mt_active() says so.
+ * - Reader side (mt_stats_read, mt_guard_*): any thread, any time; they may not be called from a
+ *   hook.
+ * - Without LD_PRELOAD, a program may call the hook side directly with pointers of its own: the
+ *   recorder never dereferences a recorded address.
+ */
+#ifndef MTRACE_RECORDER_H
+#define MTRACE_RECORDER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "table.h"
+
+enum mt_kind {
+    MT_MALLOC,
+    MT_CALLOC,
+    MT_REALLOC,
+    MT_REALLOCARRAY,
+    MT_FREE,
+    MT_POSIX_MEMALIGN,
+    MT_ALIGNED_ALLOC,
+    MT_MEMALIGN,
+    MT_VALLOC,
+    MT_PVALLOC,
+    MT_STRDUP,
+    MT_STRNDUP,
+    MT_KINDS
+};
+
+extern const char *const mt_kind_names[MT_KINDS];
+
+int mt_enter(enum mt_kind kind);
+
+/* Initialises the recorder now rather than at the first hook call (so that configuration errors
+ * show even in a program that never allocates). Returns nonzero when recording. */
+int mt_start(void);
+
+/* After the real allocation: records p (when not NULL) with size and the caller's stack, whose
+ * frame 0 is hook_ip. Releases the guard. */
+void mt_alloc_done(void *p, size_t size, uintptr_t hook_ip);
+
+/* Before the real free: removes p's record. Releases the guard. */
+void mt_forget(void *p);
+
+/* realloc family, before the real call: takes p's record out (so no other thread can lose a
+ * record at p once the real call frees it). Returns 1 when there was one. Keeps the guard. */
+int mt_take(void *p, struct mt_record *old);
+
+/* realloc family, after the real call: q != NULL is recorded like a new allocation; q == NULL
+ * with keep_old set (the old block is still live) puts old back. Releases the guard. */
+void mt_realloc_done(void *q, size_t size, uintptr_t hook_ip, int keep_old,
+                     const struct mt_record *old);
+
+/* Nonzero once this library is the process's allocator interceptor and its table is ready. */
+int mt_active(void);
+
+/* Makes the calling thread's own allocations untraced (the NIF and symbolizer use it); nests. */
+void mt_guard_hold(void);
+void mt_guard_release(void);
+
+struct mt_stats {
+    uint64_t calls[MT_KINDS];
+    uint64_t untraced;        /* calls forwarded unrecorded because the thread was inside mtrace */
+    uint64_t dropped;         /* allocations not recorded: no free slot in their probe window */
+    uint64_t stacks_dropped;  /* allocations recorded without a stack: the stack table was full */
+    uint64_t stale_replaced;  /* records replaced because their address was allocated again */
+    uint64_t untracked_frees; /* frees of pointers with no record (dropped or untraced blocks) */
+};
+
+void mt_stats_read(struct mt_stats *out);
+
+#endif

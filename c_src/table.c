@@ -1,0 +1,225 @@
+/* table.c: the live table (see table.h).
+ *
+ * Layout: records in one array, tags in another, both from mmap. Slots come in groups of 16 so
+ * that one SSE2 compare tests 16 tags; an address may live anywhere in WINDOW groups after its
+ * hash. A tag is EMPTY, BUSY (owned by one thread) or a 2..255 fingerprint of the address, so a
+ * free of an untraced pointer reads one or two cache lines of tags and no record at all.
+ *
+ * The address field is the only one read outside ownership (atomically), to skip candidates that
+ * merely share a fingerprint without taking them; it is written last on insert so that a record
+ * whose address is set is complete, which is what the fork repair relies on.
+ */
+#include "table.h"
+
+#include <emmintrin.h>
+#include <sched.h>
+#include <sys/mman.h>
+
+enum { TAG_EMPTY = 0, TAG_BUSY = 1 };
+#define GROUP 16
+#define WINDOW 4
+
+static struct mt_record *recs;
+static uint8_t *tags;
+static size_t nslots, gmask, window;
+
+int mt_table_init(size_t slots)
+{
+    void *r = mmap(NULL, slots * sizeof *recs, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (r == MAP_FAILED) return -1;
+    void *t = mmap(NULL, slots, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    if (t == MAP_FAILED) {
+        munmap(r, slots * sizeof *recs);
+        return -1;
+    }
+    recs = r;
+    tags = t;
+    nslots = slots;
+    gmask = slots / GROUP - 1;
+    window = slots / GROUP < WINDOW ? slots / GROUP : WINDOW;
+    return 0;
+}
+
+size_t mt_table_slots(void)
+{
+    return nslots;
+}
+
+static inline uint64_t hash(uintptr_t addr)
+{
+    return (uint64_t)(addr >> 4) * 0x9E3779B97F4A7C15ull;
+}
+static inline size_t group_of(uint64_t h)
+{
+    return (size_t)(h >> 30) & gmask;
+}
+static inline uint8_t tag_of(uint64_t h)
+{
+    uint8_t t = (uint8_t)(h >> 56);
+    return t < 2 ? (uint8_t)(t + 2) : t;
+}
+
+/* Bit i set where tag i of the group equals t. The load is plain: a stale view only costs a
+ * retry, because every decision is confirmed by a compare-and-swap on the tag itself. */
+static inline unsigned match(size_t g, uint8_t t)
+{
+    __m128i v = _mm_load_si128((const __m128i *)(tags + g * GROUP));
+    return (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8((char)t)));
+}
+
+static inline uintptr_t addr_at(size_t s)
+{
+    return __atomic_load_n(&recs[s].addr, __ATOMIC_RELAXED);
+}
+
+static inline int take(size_t s, uint8_t t)
+{
+    return __atomic_compare_exchange_n(&tags[s], &t, TAG_BUSY, 0, __ATOMIC_ACQUIRE,
+                                       __ATOMIC_RELAXED);
+}
+
+static inline void give(size_t s, uint8_t t)
+{
+    __atomic_store_n(&tags[s], t, __ATOMIC_RELEASE);
+}
+
+static inline void pause_briefly(unsigned *spins)
+{
+    if (++*spins < 64)
+        _mm_pause();
+    else
+        sched_yield();
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+}
+
+/* Fields first, the address last (see the file comment). Caller owns slot s. */
+static inline void fill(size_t s, const struct mt_record *rec)
+{
+    recs[s].size = rec->size;
+    recs[s].time_ns = rec->time_ns;
+    recs[s].stack = rec->stack;
+    recs[s].tid = rec->tid;
+    __atomic_store_n(&recs[s].addr, rec->addr, __ATOMIC_RELAXED);
+}
+
+int mt_table_insert(const struct mt_record *rec, int *replaced)
+{
+    uint64_t h = hash(rec->addr);
+    size_t g0 = group_of(h);
+    uint8_t t = tag_of(h);
+    *replaced = 0;
+
+    /* A stale record of this address can only be left by a free we never saw; replacing it keeps
+     * one record per live address. */
+    for (size_t w = 0; w < window; w++) {
+        size_t g = (g0 + w) & gmask;
+        for (unsigned m = match(g, t); m; m &= m - 1) {
+            size_t s = g * GROUP + (size_t)__builtin_ctz(m);
+            if (addr_at(s) != rec->addr || !take(s, t)) continue;
+            if (recs[s].addr == rec->addr) {
+                __atomic_store_n(&recs[s].addr, 0, __ATOMIC_RELAXED);
+                fill(s, rec);
+                give(s, t);
+                *replaced = 1;
+                return 1;
+            }
+            give(s, t);
+        }
+    }
+    for (size_t w = 0; w < window; w++) {
+        size_t g = (g0 + w) & gmask;
+        for (unsigned m = match(g, TAG_EMPTY); m; m &= m - 1) {
+            size_t s = g * GROUP + (size_t)__builtin_ctz(m);
+            if (!take(s, TAG_EMPTY)) continue;
+            fill(s, rec);
+            give(s, t);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int mt_table_remove(uintptr_t addr, struct mt_record *out)
+{
+    uint64_t h = hash(addr);
+    size_t g0 = group_of(h);
+    uint8_t t = tag_of(h);
+    unsigned spins = 0;
+
+    for (;;) {
+        int held = 0; /* a slot with our address is owned by another thread (a reader) */
+        for (size_t w = 0; w < window; w++) {
+            size_t g = (g0 + w) & gmask;
+            for (unsigned m = match(g, t); m; m &= m - 1) {
+                size_t s = g * GROUP + (size_t)__builtin_ctz(m);
+                if (addr_at(s) != addr) continue;
+                if (!take(s, t)) {
+                    held = 1;
+                    continue;
+                }
+                if (recs[s].addr != addr) {
+                    give(s, t);
+                    continue;
+                }
+                if (out) *out = recs[s];
+                __atomic_store_n(&recs[s].addr, 0, __ATOMIC_RELAXED);
+                give(s, TAG_EMPTY);
+                return 1;
+            }
+            for (unsigned m = match(g, TAG_BUSY); m; m &= m - 1)
+                if (addr_at(g * GROUP + (size_t)__builtin_ctz(m)) == addr) held = 1;
+        }
+        if (!held) return 0;
+        pause_briefly(&spins);
+    }
+}
+
+size_t mt_table_each(void (*fn)(const struct mt_record *, void *), void *arg)
+{
+    size_t seen = 0;
+    for (size_t s = 0; s < nslots; s++) {
+        uint8_t t = __atomic_load_n(&tags[s], __ATOMIC_RELAXED);
+        if (t < 2 || !take(s, t)) continue;
+        struct mt_record copy = recs[s];
+        give(s, t);
+        fn(&copy, arg);
+        seen++;
+    }
+    return seen;
+}
+
+size_t mt_table_clear(void)
+{
+    size_t cleared = 0;
+    for (size_t s = 0; s < nslots; s++) {
+        uint8_t t = __atomic_load_n(&tags[s], __ATOMIC_RELAXED);
+        if (t < 2 || !take(s, t)) continue;
+        __atomic_store_n(&recs[s].addr, 0, __ATOMIC_RELAXED);
+        give(s, TAG_EMPTY);
+        cleared++;
+    }
+    return cleared;
+}
+
+size_t mt_table_count(void)
+{
+    size_t n = 0;
+    for (size_t g = 0; g <= gmask; g++)
+        n += GROUP - (size_t)__builtin_popcount(match(g, TAG_EMPTY) | match(g, TAG_BUSY));
+    return n;
+}
+
+/* In the child only the forking thread exists: a BUSY slot will never be given back. A slot whose
+ * address is set holds a complete record (the address is written last), so it gets its tag again;
+ * any other was mid-insert or already removed, and becomes empty. */
+void mt_table_after_fork(void)
+{
+    for (size_t g = 0; g <= gmask; g++)
+        for (unsigned m = match(g, TAG_BUSY); m; m &= m - 1) {
+            size_t s = g * GROUP + (size_t)__builtin_ctz(m);
+            uintptr_t a = recs[s].addr;
+            tags[s] = a ? tag_of(hash(a)) : TAG_EMPTY;
+        }
+}

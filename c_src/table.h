@@ -1,0 +1,54 @@
+/* table.h: the live table, one record per traced live allocation, found by its address.
+ *
+ * Contract
+ * - Memory: reserved once by mt_table_init() with mmap (never malloc); 33 bytes a slot (a 32-byte
+ *   record and a one-byte tag). Slots are rounded up to a power of two, at least 16.
+ * - Thread safety: every function may run on any thread at once. There is no table-wide lock.
+ *   A slot is owned by whoever swings its tag to BUSY with a compare-and-swap; owners hold a slot
+ *   for a few stores, never across a call. Readers take a slot the same way, so a copied record is
+ *   never torn: address, size, time, thread and stack always belong to one allocation.
+ * - An address is looked for in a fixed window of slots (a probe window) after its hash. A record
+ *   that finds no free slot in its window is not stored: mt_table_insert() returns 0 and the caller
+ *   counts the drop. Removal frees a slot at once (no tombstones), so the table never degrades.
+ * - Fork: mt_table_after_fork() (child side) repairs slots left BUSY by threads that do not exist
+ *   in the child; afterwards no operation can wait on them.
+ * - None of these functions allocates, takes a lock, prints or changes errno.
+ */
+#ifndef MTRACE_TABLE_H
+#define MTRACE_TABLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct mt_record {
+    uintptr_t addr; /* 0 only in an empty slot */
+    uint64_t size;
+    uint64_t time_ns; /* CLOCK_MONOTONIC_COARSE at the allocation */
+    uint32_t stack;   /* interned stack id (stack.h), 0 when the stack could not be kept */
+    uint32_t tid;     /* allocating thread (Linux tid) */
+};
+
+/* Reserves the slots; returns 0, or -1 when the memory cannot be mapped. */
+int mt_table_init(size_t slots);
+size_t mt_table_slots(void);
+
+/* Stores rec (rec->addr != 0). A stale record of the same address (its free was never seen) is
+ * replaced; *replaced is set to 1 then. Returns 1 if stored, 0 if the probe window was full. */
+int mt_table_insert(const struct mt_record *rec, int *replaced);
+
+/* Removes the record of addr. Returns 1 and copies it to *out (if out) when there was one. */
+int mt_table_remove(uintptr_t addr, struct mt_record *out);
+
+/* Calls fn on a consistent copy of every record, in slot order; the slot is held only while it
+ * is copied, never while fn runs. Returns the number of records visited. */
+size_t mt_table_each(void (*fn)(const struct mt_record *, void *), void *arg);
+
+/* Empties the table; returns the number of records removed. */
+size_t mt_table_clear(void);
+
+/* Counts the records held now (a scan of the tags, no slot is taken). */
+size_t mt_table_count(void);
+
+void mt_table_after_fork(void);
+
+#endif

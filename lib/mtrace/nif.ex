@@ -1,0 +1,23 @@
+defmodule Mtrace.Nif do
+  @moduledoc false
+  # The NIF stubs. priv/mtrace.so is loaded by path, so that a node preloaded with the same file
+  # gets the same library (and the same live table) back from dlopen.
+
+  @on_load :load
+  @spec load() :: :ok | {:error, term()}
+  def load do
+    :erlang.load_nif(String.to_charlist(Path.rootname(library_path())), 0)
+  end
+
+  @spec library_path() :: Path.t()
+  def library_path, do: Path.join(:code.priv_dir(:mtrace), "mtrace.so")
+
+  @spec olds_nif(non_neg_integer(), boolean()) :: [tuple()] | :not_preloaded
+  def olds_nif(_n, _demangle), do: :erlang.nif_error(:not_loaded)
+
+  @spec stats_nif() :: map()
+  def stats_nif, do: :erlang.nif_error(:not_loaded)
+
+  @spec reset_nif() :: non_neg_integer() | :not_preloaded
+  def reset_nif, do: :erlang.nif_error(:not_loaded)
+end

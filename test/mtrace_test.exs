@@ -1,0 +1,150 @@
+defmodule MtraceTest do
+  # The table is one per node: these tests must not run beside each other.
+  use ExUnit.Case, async: false
+  import Bitwise
+  import Mtrace.Test.Helpers
+  alias Mtrace.Test.Leaky
+
+  doctest Mtrace
+
+  # BEAM threads allocate all the time: counters of functions the BEAM never calls move by
+  # exactly what a test did; the others move by at least that.
+  @exact [:reallocarray, :posix_memalign, :aligned_alloc, :memalign, :valloc, :pvalloc, :strndup]
+
+  defp size_for(:strndup, i, extra), do: 10 + i + extra
+  defp size_for(_kind, i, extra), do: 1000 + 64 * i + extra
+
+  defp hook_of(:cxx_new), do: "malloc"
+  defp hook_of(kind), do: Atom.to_string(kind)
+
+  setup do
+    Mtrace.reset()
+    :ok
+  end
+
+  test "the node runs with the preload" do
+    stats = Mtrace.stats()
+    assert stats.preloaded == true
+    assert stats.slots >= 4096
+    assert stats.depth == 20
+    assert stats.unwind == :libunwind
+  end
+
+  test "olds finds exactly the leaked blocks, with sizes, hooks and allocating functions" do
+    before = Mtrace.stats()
+
+    blocks =
+      for {kind, i} <- Enum.with_index(Leaky.kinds()), extra <- [0, 7] do
+        size = size_for(kind, i, extra)
+        address = Leaky.alloc(kind, size)
+        assert address != 0
+        {kind, size, address, extra == 7}
+      end
+
+    {freed, leaked} = Enum.split_with(blocks, fn {_, _, _, free?} -> free? end)
+    Enum.each(freed, fn {kind, _, address, _} -> Leaky.release(kind, address) end)
+
+    after_ = Mtrace.stats()
+    records = records_at(Enum.map(blocks, &elem(&1, 2)))
+
+    assert records |> Map.keys() |> Enum.sort() ==
+             leaked |> Enum.map(&elem(&1, 2)) |> Enum.sort()
+
+    leaky_so = Path.expand("support/c_src/leaky.so", __DIR__)
+
+    for {kind, size, address, _} <- leaked do
+      {age, ^size, ^address, ns, stack} = records[address]
+      assert is_float(age) and age >= 0.0 and age < 60.0
+      assert is_integer(ns) and ns > 0
+      [{so, hook} | callers] = stack
+      assert Path.basename(so) == "mtrace.so"
+      assert hook == hook_of(kind), "#{kind}: frame 0 is #{inspect(hook)}"
+
+      # libstdc++'s operator new[] tail-calls operator new, so only the latter is on the stack.
+      case kind do
+        :cxx_new ->
+          assert [{libstdcxx, "operator new(unsigned long)"}, {^leaky_so, name} | _] = callers
+          assert libstdcxx =~ "libstdc++"
+          assert name == "leaky::cxx_new(unsigned long)"
+
+        _ ->
+          assert [{^leaky_so, name} | _] = callers
+          assert name == "leak_#{kind}"
+      end
+
+      refute Enum.any?(tl(stack), fn frame -> match?({^so, _}, frame) end),
+             "no other tracer frame: #{inspect(stack)}"
+    end
+
+    moved = fn kind -> after_[:"#{kind}_cnt"] - before[:"#{kind}_cnt"] end
+    per_kind = fn kind -> Enum.count(blocks, &(elem(&1, 0) == kind)) end
+
+    for kind <- @exact do
+      assert moved.(kind) == per_kind.(kind), "#{kind}_cnt moved by #{moved.(kind)}"
+    end
+
+    # realloc and reallocarray start from a malloc(8); C++ new is a malloc.
+    assert moved.(:malloc) >=
+             per_kind.(:malloc) + per_kind.(:realloc) + per_kind.(:reallocarray) +
+               per_kind.(:cxx_new)
+
+    assert moved.(:calloc) >= per_kind.(:calloc)
+    assert moved.(:realloc) >= per_kind.(:realloc)
+    assert moved.(:strdup) >= per_kind.(:strdup)
+    assert moved.(:free) >= length(freed)
+
+    Enum.each(leaked, fn {kind, _, address, _} -> Leaky.release(kind, address) end)
+    assert records_at(Enum.map(leaked, &elem(&1, 2))) == %{}
+  end
+
+  test "names are demangled in C only when asked" do
+    address = Leaky.alloc(:cxx_new, 333)
+    raw = records_at([address], false)[address] |> elem(4) |> names()
+    demangled = records_at([address], demangle: true)[address] |> elem(4) |> names()
+    assert "_ZN5leaky7cxx_newEm" in raw
+    assert "_Znwm" in raw
+    assert "leaky::cxx_new(unsigned long)" in demangled
+    assert records_at([address], demangle: false) |> Map.keys() == [address]
+    Leaky.release(:cxx_new, address)
+  end
+
+  test "olds lists the oldest first and returns at most n" do
+    addresses =
+      for size <- [101, 102, 103] do
+        Process.sleep(20)
+        Leaky.alloc(:malloc, size)
+      end
+
+    all = Mtrace.olds(1_000_000)
+    ours = Enum.filter(all, fn {_, _, address, _, _} -> address in addresses end)
+    assert Enum.map(ours, &elem(&1, 2)) == addresses
+    ages = Enum.map(all, &elem(&1, 0))
+    assert ages == Enum.sort(ages, :desc)
+    assert length(Mtrace.olds(2)) == 2
+    assert Mtrace.olds(0) == []
+    Enum.each(addresses, &Leaky.release(:malloc, &1))
+  end
+
+  test "reset empties the table and returns how many records it cleared" do
+    addresses = for _ <- 1..50, do: Leaky.alloc(:malloc, 4242)
+    assert map_size(records_at(addresses)) == 50
+    cleared = Mtrace.reset()
+    assert cleared >= 50
+    assert records_at(addresses) == %{}
+    Enum.each(addresses, &Leaky.release(:malloc, &1))
+  end
+
+  test "bad arguments raise ArgumentError and never reach C unchecked" do
+    for bad <- [-1, 1.5, :ten, "10", nil] do
+      assert_raise ArgumentError, fn -> Mtrace.olds(bad) end
+    end
+
+    for bad <- [:yes, 1, nil, [demangle: :yes], [demangle: true, extra: 1], [foo: true]] do
+      assert_raise ArgumentError, fn -> Mtrace.olds(1, bad) end
+    end
+
+    assert_raise ArgumentError, fn -> Mtrace.Nif.olds_nif(-1, true) end
+    assert_raise ArgumentError, fn -> Mtrace.Nif.olds_nif(1, :maybe) end
+    assert_raise ArgumentError, fn -> Mtrace.Nif.olds_nif(1 <<< 70, false) end
+  end
+end

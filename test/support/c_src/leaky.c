@@ -1,0 +1,144 @@
+/* leaky.c: a test NIF that allocates through every function mtrace intercepts, each from a
+ * distinctly named function so that the tests can check the stack mtrace recorded.
+ * Built -O0 with sibling calls off: a tail call would take the named frame off the stack. */
+#define _GNU_SOURCE
+#include <erl_nif.h>
+#include <malloc.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+void *leaky_cxx_new(size_t n);
+void leaky_cxx_delete(void *p);
+
+#define NAMED __attribute__((noinline, visibility("default")))
+
+NAMED void *leak_malloc(size_t n)
+{
+    return malloc(n);
+}
+NAMED void *leak_calloc(size_t n)
+{
+    return calloc(n, 1);
+}
+NAMED void *leak_realloc(size_t n)
+{
+    void *p = malloc(8);
+    return p ? realloc(p, n) : NULL;
+}
+NAMED void *leak_reallocarray(size_t n)
+{
+    void *p = malloc(8);
+    return p ? reallocarray(p, n, 1) : NULL;
+}
+NAMED void *leak_posix_memalign(size_t n)
+{
+    void *p = NULL;
+    return posix_memalign(&p, 64, n) == 0 ? p : NULL;
+}
+NAMED void *leak_aligned_alloc(size_t n)
+{
+    return aligned_alloc(64, n);
+}
+NAMED void *leak_memalign(size_t n)
+{
+    return memalign(128, n);
+}
+NAMED void *leak_valloc(size_t n)
+{
+    return valloc(n);
+}
+NAMED void *leak_pvalloc(size_t n)
+{
+    return pvalloc(n);
+}
+NAMED void *leak_strdup(size_t n)
+{
+    char buf[4096];
+    size_t len = n - 1 < sizeof buf ? n - 1 : sizeof buf - 1;
+    memset(buf, 'x', len);
+    buf[len] = '\0';
+    return strdup(buf);
+}
+NAMED void *leak_strndup(size_t n)
+{
+    static const char text[] =
+        "0123456789abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz";
+    return strndup(text, n - 1);
+}
+
+static const struct {
+    const char *name;
+    void *(*fn)(size_t);
+} kinds[] = {
+    {"malloc", leak_malloc},
+    {"calloc", leak_calloc},
+    {"realloc", leak_realloc},
+    {"reallocarray", leak_reallocarray},
+    {"posix_memalign", leak_posix_memalign},
+    {"aligned_alloc", leak_aligned_alloc},
+    {"memalign", leak_memalign},
+    {"valloc", leak_valloc},
+    {"pvalloc", leak_pvalloc},
+    {"strdup", leak_strdup},
+    {"strndup", leak_strndup},
+    {"cxx_new", leaky_cxx_new},
+};
+
+/* alloc(kind, size) -> address */
+static ERL_NIF_TERM nif_alloc(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    char kind[32];
+    ErlNifUInt64 size;
+    (void)argc;
+    if (!enif_get_atom(env, argv[0], kind, sizeof kind, ERL_NIF_LATIN1) ||
+        !enif_get_uint64(env, argv[1], &size) || size == 0)
+        return enif_make_badarg(env);
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+        if (strcmp(kinds[i].name, kind) == 0) {
+            void *p = kinds[i].fn(size);
+            return enif_make_uint64(env, (ErlNifUInt64)(uintptr_t)p);
+        }
+    return enif_make_badarg(env);
+}
+
+/* release(kind, address): free, or delete[] for blocks from cxx_new */
+static ERL_NIF_TERM nif_release(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    char kind[32];
+    ErlNifUInt64 addr;
+    (void)argc;
+    if (!enif_get_atom(env, argv[0], kind, sizeof kind, ERL_NIF_LATIN1) ||
+        !enif_get_uint64(env, argv[1], &addr))
+        return enif_make_badarg(env);
+    if (strcmp(kind, "cxx_new") == 0)
+        leaky_cxx_delete((void *)(uintptr_t)addr);
+    else
+        free((void *)(uintptr_t)addr);
+    return enif_make_atom(env, "ok");
+}
+
+/* churn(rounds, size): malloc and free in a loop, for the concurrency tests. */
+static ERL_NIF_TERM nif_churn(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    unsigned rounds, size;
+    (void)argc;
+    if (!enif_get_uint(env, argv[0], &rounds) || !enif_get_uint(env, argv[1], &size))
+        return enif_make_badarg(env);
+    void *ring[64] = {0};
+    for (unsigned i = 0; i < rounds; i++) {
+        free(ring[i % 64]);
+        ring[i % 64] = leak_malloc(size + i % 64);
+    }
+    for (unsigned i = 0; i < 64; i++)
+        free(ring[i]);
+    return enif_make_atom(env, "ok");
+}
+
+static ErlNifFunc funcs[] = {
+    {"alloc", 2, nif_alloc, 0},
+    {"release", 2, nif_release, 0},
+    {"churn", 2, nif_churn, ERL_NIF_DIRTY_JOB_CPU_BOUND},
+};
+
+ERL_NIF_INIT(Elixir.Mtrace.Test.Leaky, funcs, NULL, NULL, NULL, NULL)

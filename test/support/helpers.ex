@@ -1,0 +1,22 @@
+defmodule Mtrace.Test.Helpers do
+  @moduledoc false
+
+  @doc "Records of the given addresses, from a read of the whole table."
+  def records_at(addresses, demangle \\ true) do
+    wanted = MapSet.new(addresses)
+
+    Mtrace.olds(Mtrace.stats().slots, demangle)
+    |> Enum.filter(fn {_age, _size, address, _ns, _stack} -> address in wanted end)
+    |> Map.new(fn {_age, _size, address, _ns, _stack} = record -> {address, record} end)
+  end
+
+  @doc "The function names of a stack, nil for frames without one."
+  def names(stack),
+    do:
+      Enum.map(stack, fn
+        {_lib, name} -> name
+        nil -> nil
+      end)
+
+  def mtrace_so, do: Path.expand("../../priv/mtrace.so", __DIR__)
+end

@@ -1,0 +1,30 @@
+defmodule Mtrace.Test.Leaky do
+  @moduledoc false
+  # The test NIF (test/support/c_src/leaky.c): allocations from known, named C functions.
+
+  @on_load :load
+  def load do
+    path = Path.expand("c_src/leaky", __DIR__)
+    :erlang.load_nif(String.to_charlist(path), 0)
+  end
+
+  @kinds [
+    :malloc,
+    :calloc,
+    :realloc,
+    :reallocarray,
+    :posix_memalign,
+    :aligned_alloc,
+    :memalign,
+    :valloc,
+    :pvalloc,
+    :strdup,
+    :strndup,
+    :cxx_new
+  ]
+  def kinds, do: @kinds
+
+  def alloc(_kind, _size), do: :erlang.nif_error(:not_loaded)
+  def release(_kind, _address), do: :erlang.nif_error(:not_loaded)
+  def churn(_rounds, _size), do: :erlang.nif_error(:not_loaded)
+end
