@@ -19,4 +19,20 @@ defmodule Mtrace.Test.Helpers do
       end)
 
   def mtrace_so, do: Path.expand("../../priv/mtrace.so", __DIR__)
+
+  @doc """
+  Runs Elixir code in a fresh node that has this project's modules, with env (a nil value
+  unsets a variable; LD_PRELOAD is unset unless given). Returns {output, exit_status}.
+  """
+  def run_node(code, env \\ []) do
+    ebin = Path.join(:code.lib_dir(:mtrace), "ebin")
+
+    env =
+      %{"LD_PRELOAD" => nil, "MTRACE_SLOTS" => nil} |> Map.merge(Map.new(env)) |> Map.to_list()
+
+    System.cmd("timeout", ["120", "elixir", "-pa", ebin, "-e", code],
+      env: env,
+      stderr_to_stdout: true
+    )
+  end
 end

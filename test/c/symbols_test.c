@@ -1,4 +1,4 @@
-/* test_symbols.c: standalone checks for symbols.c, one line per check, then "N passed, M failed".
+/* symbols_test.c: standalone checks for symbols.c, one line per check, then "N passed, M failed".
  *
  * Build: cc -std=gnu11 -O0 -g -rdynamic -o /tmp/test_symbols c_src/test_symbols.c \
  *            c_src/symbols.c -liberty -ldl -lpthread
@@ -6,7 +6,7 @@
  * so demangling is checked without a C++ or Rust toolchain.
  */
 #define _GNU_SOURCE
-#include "symbols.h"
+#include "../../c_src/symbols.h"
 
 #include <dlfcn.h>
 #include <elf.h>

@@ -1,0 +1,51 @@
+defmodule Mtrace.BuildTest do
+  # The makefiles are plain POSIX make: GNU make and BSD make (Debian's bmake) both build the
+  # library from a clean copy of c_src, and it exports only the hooks and the NIF entry.
+  use ExUnit.Case, async: true
+
+  @moduletag timeout: 300_000
+  @exports ~w(aligned_alloc calloc free malloc memalign nif_init posix_memalign pvalloc realloc
+              reallocarray strdup strndup valloc)
+
+  for make <- ["make", "bmake"] do
+    @tag :tmp_dir
+    test "#{make} builds priv/mtrace.so from a clean tree", %{tmp_dir: dir} do
+      src = Path.expand("../c_src", __DIR__)
+      copy = Path.join(dir, "c_src")
+      File.mkdir_p!(copy)
+
+      for file <- File.ls!(src),
+          Path.extname(file) in [".c", ".h", ".sh", ".mk", ".version"] or
+            file == "Makefile",
+          file != "makevars.mk" do
+        File.cp!(Path.join(src, file), Path.join(copy, file))
+      end
+
+      {out, status} =
+        System.cmd(unquote(make), ["-C", copy], stderr_to_stdout: true, env: [{"LD_PRELOAD", nil}])
+
+      assert status == 0, out
+      lib = Path.join(dir, "priv/mtrace.so")
+      assert File.exists?(lib)
+
+      {symbols, 0} = System.cmd("nm", ["-D", "--defined-only", lib])
+
+      exported =
+        for line <- String.split(symbols, "\n", trim: true),
+            do: line |> String.split() |> List.last()
+
+      assert Enum.sort(exported) == @exports
+
+      {undefined, 0} = System.cmd("nm", ["-D", "--undefined-only", lib])
+
+      strong_enif =
+        for line <- String.split(undefined, "\n", trim: true),
+            [kind, name] = String.split(line),
+            String.starts_with?(name, "enif_"),
+            kind != "w",
+            do: name
+
+      assert strong_enif == [], "enif_* must be weak to load outside the BEAM"
+    end
+  end
+end

@@ -1,0 +1,84 @@
+defmodule Mtrace.NodesTest do
+  # Nodes started apart from the test node: without the preload, with another copy of the file
+  # preloaded, and with a table far too small for what they allocate.
+  use ExUnit.Case, async: true
+  import Mtrace.Test.Helpers
+
+  @moduletag timeout: 180_000
+
+  @report_error """
+  IO.inspect(Mtrace.stats().preloaded, label: "preloaded")
+  for call <- [fn -> Mtrace.olds(1) end, fn -> Mtrace.reset() end] do
+    try do
+      call.()
+    rescue
+      e in Mtrace.NotPreloadedError -> IO.puts("error: " <> Exception.message(e))
+    end
+  end
+  """
+
+  test "a node started without the preload says so and tells how to start it" do
+    {out, 0} = run_node(@report_error)
+    assert out =~ "preloaded: false"
+    [line | _] = for l <- String.split(out, "\n"), String.starts_with?(l, "error: "), do: l
+    assert line =~ "LD_PRELOAD=#{Path.join(:code.priv_dir(:mtrace), "mtrace.so")}"
+    assert length(Regex.scan(~r/^error: /m, out)) == 2
+  end
+
+  @tag :tmp_dir
+  test "a node that preloaded another copy of the file is not mistaken for a traced one",
+       %{tmp_dir: dir} do
+    copy = Path.join(dir, "mtrace.so")
+    File.cp!(mtrace_so(), copy)
+    {out, 0} = run_node(@report_error, [{"LD_PRELOAD", copy}])
+    assert out =~ "preloaded: false"
+    assert length(Regex.scan(~r/^error: .*LD_PRELOAD=/m, out)) == 2
+  end
+
+  test "a full table counts what it drops and misattributes nothing" do
+    code = """
+    alias Mtrace.Test.Leaky
+    Mtrace.reset()
+    before = Mtrace.stats()
+    blocks = for i <- 1..3000, do: {Leaky.alloc(:malloc, 16 * i), 16 * i}
+    after_ = Mtrace.stats()
+    sizes = Map.new(blocks)
+    ours = Enum.filter(Mtrace.olds(100_000, false), fn {_, _, a, _, _} -> Map.has_key?(sizes, a) end)
+    bad = Enum.reject(ours, fn {_, size, a, _, [_, {_, fun} | _]} -> sizes[a] == size and fun == "leak_malloc" end)
+    IO.puts("slots=\#{after_.slots} records=\#{after_.records} ours=\#{length(ours)} " <>
+            "dropped=\#{after_.dropped - before.dropped} bad=\#{length(bad)}")
+    """
+
+    {out, 0} = run_node(code, [{"LD_PRELOAD", mtrace_so()}, {"MTRACE_SLOTS", "256"}])
+
+    [slots, records, ours, dropped, bad] =
+      Regex.run(~r/slots=(\d+) records=(\d+) ours=(\d+) dropped=(\d+) bad=(\d+)/, out,
+        capture: :all_but_first
+      )
+      |> Enum.map(&String.to_integer/1)
+
+    assert slots == 256
+    assert records <= 256
+    assert bad == 0
+    assert ours > 0
+    # Every block is held or counted; BEAM threads may drop records of their own meanwhile.
+    assert ours + dropped >= 3000
+  end
+
+  # Each process under the preload (the launcher scripts too) says it once; never more.
+  test "malformed MTRACE_* variables are reported and the node runs on defaults" do
+    {out, 0} =
+      run_node(~s|IO.inspect({Mtrace.stats().slots, Mtrace.stats().depth})|, [
+        {"LD_PRELOAD", mtrace_so()},
+        {"MTRACE_SLOTS", "lots"},
+        {"MTRACE_DEPTH", "0"}
+      ])
+
+    assert out =~ "{4096, 20}"
+    said = out |> String.split("\n") |> Enum.filter(&String.starts_with?(&1, "mtrace: "))
+    slots = Enum.filter(said, &String.starts_with?(&1, "mtrace: MTRACE_SLOTS=lots: expected "))
+    depth = Enum.filter(said, &String.starts_with?(&1, "mtrace: MTRACE_DEPTH=0: expected "))
+    assert slots != [] and length(slots) == length(depth)
+    assert length(said) == 2 * length(slots)
+  end
+end
