@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -11,6 +12,9 @@ struct mt_config mt_config = {
     .depth = 20,
     .stacks = 65536,
     .unwind = MT_UNWIND_LIBUNWIND,
+    .csv_age = 60,
+    .csv_period = 10,
+    .fork_report = 1,
 };
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
@@ -72,6 +76,43 @@ bad:;
     say(name, s, why);
 }
 
+/* A private copy: the program may rewrite its environment (setenv, a process title) later. */
+static const char *load_text(const char *name, char *buf, size_t cap)
+{
+    const char *s = getenv(name);
+    if (!s) return NULL;
+    size_t n = strlen(s);
+    if (n == 0 || n >= cap) {
+        say(name, s, n ? "longer than a path may be; ignored" : "empty; ignored");
+        return NULL;
+    }
+    memcpy(buf, s, n + 1);
+    return buf;
+}
+
+/* A name with or without "SIG", or a number; 0 (no signal) when malformed. */
+static int load_signal(const char *name)
+{
+    static const struct {
+        const char *name;
+        int sig;
+    } names[] = {{"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT},    {"USR1", SIGUSR1},
+                 {"USR2", SIGUSR2}, {"ALRM", SIGALRM}, {"TERM", SIGTERM},    {"WINCH", SIGWINCH},
+                 {"URG", SIGURG},   {"PROF", SIGPROF}, {"VTALRM", SIGVTALRM}};
+    const char *s = getenv(name);
+    if (!s) return 0;
+    const char *bare = strncmp(s, "SIG", 3) == 0 ? s + 3 : s;
+    for (size_t i = 0; i < COUNT(names); i++)
+        if (strcmp(bare, names[i].name) == 0) return names[i].sig;
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (s[0] >= '0' && s[0] <= '9' && *end == '\0' && v >= 1 && v <= 64 && v != SIGKILL &&
+        v != SIGSTOP)
+        return (int)v;
+    say(name, s, "expected a signal such as USR2, SIGUSR2 or 12; no signal reports");
+    return 0;
+}
+
 void mt_config_load(void)
 {
     size_t depth = (size_t)mt_config.depth;
@@ -85,6 +126,22 @@ void mt_config_load(void)
         mt_config.unwind = MT_UNWIND_FP;
     else if (u && strcmp(u, "libunwind") != 0)
         say("MTRACE_UNWIND", u, "expected libunwind or fp; using libunwind");
+
+    static char report[1024], csv[1024];
+    mt_config.report = load_text("MTRACE_REPORT", report, sizeof report);
+    mt_config.report_signal = load_signal("MTRACE_REPORT_SIGNAL");
+    load_size("MTRACE_REPORT_TOP", 0, (size_t)1 << 30, &mt_config.report_top);
+    load_size("MTRACE_REPORT_DEPTH", 0, MT_DEPTH_MAX, &mt_config.report_depth);
+    mt_config.csv = load_text("MTRACE_CSV", csv, sizeof csv);
+    load_size("MTRACE_CSV_AGE", 0, (size_t)1 << 31, &mt_config.csv_age);
+    load_size("MTRACE_CSV_PERIOD", 1, 86400, &mt_config.csv_period);
+    load_size("MTRACE_CSV_MAX", 0, (size_t)1 << 60, &mt_config.csv_max);
+    const char *f = getenv("MTRACE_FORK");
+    if (f && strcmp(f, "none") == 0)
+        mt_config.fork_report = 0;
+    else if (f && strcmp(f, "report") != 0)
+        say("MTRACE_FORK", f, "expected report or none; using report");
+    mt_config.account = mt_config.report || mt_config.report_signal;
 
     size_t pow2 = 16;
     while (pow2 < mt_config.slots)

@@ -19,6 +19,17 @@ struct mt_config {
     int depth;             /* MTRACE_DEPTH: frames kept per stack, hook frame included */
     size_t stacks;         /* MTRACE_STACKS: distinct stacks the intern table can hold */
     enum mt_unwind unwind; /* MTRACE_UNWIND: libunwind (default) or fp */
+    /* Reports and CSV (report.h, csv.h); the strings are copies, NULL when unset. */
+    const char *report;  /* MTRACE_REPORT: "stderr", "none" or a path template */
+    int report_signal;   /* MTRACE_REPORT_SIGNAL: a signal number, 0 for none */
+    size_t report_top;   /* MTRACE_REPORT_TOP: call sites shown, 0 for all */
+    size_t report_depth; /* MTRACE_REPORT_DEPTH: frames shown per site, 0 for all kept */
+    const char *csv;     /* MTRACE_CSV: path template of the CSV export */
+    size_t csv_age;      /* MTRACE_CSV_AGE: seconds a block must have lived to be written */
+    size_t csv_period;   /* MTRACE_CSV_PERIOD: seconds between two passes */
+    size_t csv_max;      /* MTRACE_CSV_MAX: bytes past which the file restarts, 0 for no limit */
+    int fork_report;     /* MTRACE_FORK: report (1, the default) or none (0) in forked children */
+    int account;         /* derived: live totals and site tallies kept (account.h) */
 };
 
 #define MT_DEPTH_MAX 128

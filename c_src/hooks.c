@@ -17,8 +17,6 @@
 #include "recorder.h"
 
 #define EXPORT __attribute__((visibility("default")))
-/* Frame 0 of every stack: the hook's entry, + 1 as symbolization looks up return address - 1. */
-#define HOOK_IP(fn) ((uintptr_t)&fn + 1)
 
 extern void *__libc_malloc(size_t);
 extern void *__libc_calloc(size_t, size_t);
@@ -44,7 +42,7 @@ EXPORT void *malloc(size_t n)
 {
     if (!mt_enter(MT_MALLOC)) return __libc_malloc(n);
     void *p = __libc_malloc(n);
-    mt_alloc_done(p, n, HOOK_IP(malloc));
+    mt_alloc_done(p, n, MT_SITE(malloc));
     return p;
 }
 
@@ -52,7 +50,7 @@ EXPORT void *calloc(size_t count, size_t n)
 {
     if (!mt_enter(MT_CALLOC)) return __libc_calloc(count, n);
     void *p = __libc_calloc(count, n);
-    mt_alloc_done(p, count * n, HOOK_IP(calloc));
+    mt_alloc_done(p, count * n, MT_SITE(calloc));
     return p;
 }
 
@@ -68,7 +66,7 @@ EXPORT void *realloc(void *p, size_t n)
     struct mt_record old;
     int had = mt_take(p, &old);
     void *q = __libc_realloc(p, n);
-    mt_realloc_done(q, n, HOOK_IP(realloc), had && n != 0, &old);
+    mt_realloc_done(q, n, MT_SITE(realloc), had && n != 0, &old);
     return q;
 }
 
@@ -84,7 +82,7 @@ EXPORT void *reallocarray(void *p, size_t count, size_t n)
     struct mt_record old;
     int had = mt_take(p, &old);
     void *q = real_reallocarray(p, count, n);
-    mt_realloc_done(q, bytes, HOOK_IP(reallocarray), had && (overflow || bytes != 0), &old);
+    mt_realloc_done(q, bytes, MT_SITE(reallocarray), had && (overflow || bytes != 0), &old);
     return q;
 }
 
@@ -93,7 +91,7 @@ EXPORT int posix_memalign(void **out, size_t align, size_t n)
     if (!real_posix_memalign && !(real_posix_memalign = original("posix_memalign"))) return ENOMEM;
     if (!mt_enter(MT_POSIX_MEMALIGN)) return real_posix_memalign(out, align, n);
     int rc = real_posix_memalign(out, align, n);
-    mt_alloc_done(rc == 0 ? *out : NULL, n, HOOK_IP(posix_memalign));
+    mt_alloc_done(rc == 0 ? *out : NULL, n, MT_SITE(posix_memalign));
     return rc;
 }
 
@@ -105,7 +103,7 @@ EXPORT void *aligned_alloc(size_t align, size_t n)
     }
     if (!mt_enter(MT_ALIGNED_ALLOC)) return real_aligned_alloc(align, n);
     void *p = real_aligned_alloc(align, n);
-    mt_alloc_done(p, n, HOOK_IP(aligned_alloc));
+    mt_alloc_done(p, n, MT_SITE(aligned_alloc));
     return p;
 }
 
@@ -113,7 +111,7 @@ EXPORT void *memalign(size_t align, size_t n)
 {
     if (!mt_enter(MT_MEMALIGN)) return __libc_memalign(align, n);
     void *p = __libc_memalign(align, n);
-    mt_alloc_done(p, n, HOOK_IP(memalign));
+    mt_alloc_done(p, n, MT_SITE(memalign));
     return p;
 }
 
@@ -121,7 +119,7 @@ EXPORT void *valloc(size_t n)
 {
     if (!mt_enter(MT_VALLOC)) return __libc_valloc(n);
     void *p = __libc_valloc(n);
-    mt_alloc_done(p, n, HOOK_IP(valloc));
+    mt_alloc_done(p, n, MT_SITE(valloc));
     return p;
 }
 
@@ -129,7 +127,7 @@ EXPORT void *pvalloc(size_t n)
 {
     if (!mt_enter(MT_PVALLOC)) return __libc_pvalloc(n);
     void *p = __libc_pvalloc(n);
-    mt_alloc_done(p, n, HOOK_IP(pvalloc));
+    mt_alloc_done(p, n, MT_SITE(pvalloc));
     return p;
 }
 
@@ -148,7 +146,7 @@ EXPORT char *strdup(const char *s)
     size_t len = strlen(s);
     if (!mt_enter(MT_STRDUP)) return copy(s, len);
     char *p = copy(s, len);
-    mt_alloc_done(p, len + 1, HOOK_IP(strdup));
+    mt_alloc_done(p, len + 1, MT_SITE(strdup));
     return p;
 }
 
@@ -168,6 +166,6 @@ EXPORT char *strndup(const char *s, size_t max)
     size_t len = strnlen(s, max);
     if (!mt_enter(MT_STRNDUP)) return copy(s, len);
     char *p = copy(s, len);
-    mt_alloc_done(p, len + 1, HOOK_IP(strndup));
+    mt_alloc_done(p, len + 1, MT_SITE(strndup));
     return p;
 }

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "account.h"
 #include "config.h"
 #include "stack.h"
 
@@ -23,12 +24,15 @@
 #define TLS __thread __attribute__((tls_model("initial-exec")))
 
 const char *const mt_kind_names[MT_KINDS] = {
-    "malloc",        "calloc",   "realloc", "reallocarray", "free",   "posix_memalign",
-    "aligned_alloc", "memalign", "valloc",  "pvalloc",      "strdup", "strndup",
+    "malloc",   "calloc", "realloc", "reallocarray", "free",    "posix_memalign", "aligned_alloc",
+    "memalign", "valloc", "pvalloc", "strdup",       "strndup", "track",          "untrack",
 };
+
+struct mt_account mt_account;
 
 struct block {
     struct mt_stats s;
+    struct mt_stack_cache *cache; /* stacks seen by the owning thread; emptied for the next one */
     struct block *next;
     int owned;
 } __attribute__((aligned(64)));
@@ -44,14 +48,22 @@ static TLS struct block *self;
 static TLS int guard;
 static TLS uint32_t tid_cache;
 
+/* A thread past its TLS destructors still allocates and frees (glibc's own cleanup runs after
+ * them). It shares this block, counting atomically, rather than claim one that no destructor would
+ * hand back. */
+static struct block orphans;
+
 static inline void bump(uint64_t *c)
 {
-    __atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+    if (__builtin_expect(self == &orphans, 0))
+        __atomic_fetch_add(c, 1, __ATOMIC_RELAXED);
+    else
+        __atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
 }
 
 static void release_block(void *b)
 {
-    if (self == b) self = NULL;
+    if (self == b) self = &orphans;
     __atomic_store_n(&((struct block *)b)->owned, 0, __ATOMIC_RELEASE);
 }
 
@@ -80,6 +92,10 @@ static struct block *claim_block(void)
                                             __ATOMIC_RELAXED));
         b = fresh;
     }
+    if (b->cache)
+        mt_stack_cache_reset(b->cache);
+    else
+        b->cache = mt_stack_cache_new();
     if (have_exit_key) pthread_setspecific(exit_key, b);
     return b;
 }
@@ -88,6 +104,7 @@ static void after_fork_child(void)
 {
     tid_cache = 0;
     mt_table_after_fork();
+    mt_stack_fork_child();
 }
 
 static void init(void)
@@ -101,8 +118,9 @@ static void init(void)
         __atomic_store_n(&state, FAILED, __ATOMIC_RELEASE);
         return;
     }
+    mt_account_init();
     have_exit_key = pthread_key_create(&exit_key, release_block) == 0;
-    pthread_atfork(NULL, NULL, after_fork_child);
+    pthread_atfork(mt_stack_fork_prepare, mt_stack_fork_parent, after_fork_child);
     __atomic_store_n(&state, READY, __ATOMIC_RELEASE);
 }
 
@@ -145,11 +163,9 @@ static inline uint32_t tid(void)
     return tid_cache;
 }
 
-static void record(void *p, size_t size, uintptr_t hook_ip)
+static void record(void *p, size_t size, const struct mt_site *site)
 {
-    uintptr_t ips[MT_DEPTH_MAX];
-    int n = mt_stack_capture(hook_ip, ips, mt_config.depth);
-    uint32_t id = mt_stack_intern(ips, n);
+    uint32_t id = mt_stack_id(self->cache, site);
     if (!id) bump(&self->s.stacks_dropped);
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
@@ -160,44 +176,65 @@ static void record(void *p, size_t size, uintptr_t hook_ip)
         .stack = id,
         .tid = tid(),
     };
-    int replaced;
-    if (!mt_table_insert(&r, &replaced))
+    int replaced, stored = mt_table_insert(&r, &replaced);
+    if (!stored)
         bump(&self->s.dropped);
     else if (replaced)
         bump(&self->s.stale_replaced);
+    if (MT_ACCOUNTING) mt_account_alloc(&r, stored);
 }
 
-void mt_alloc_done(void *p, size_t size, uintptr_t hook_ip)
+void mt_alloc_done(void *p, size_t size, struct mt_site site)
 {
     int e = errno;
-    if (p) record(p, size, hook_ip);
+    if (p) record(p, size, &site);
     errno = e;
     guard = 0;
 }
 
+/* mt_forget for reports (account.h): the record is needed for its size and site. */
+static void forget_counted(void *p)
+{
+    struct mt_record r;
+    if (!p) return;
+    int had = mt_table_remove((uintptr_t)p, &r);
+    if (!had) bump(&self->s.untracked_frees);
+    mt_account_free(p, had ? &r : NULL);
+}
+
 void mt_forget(void *p)
 {
-    if (p && !mt_table_remove((uintptr_t)p, NULL)) bump(&self->s.untracked_frees);
+    if (MT_ACCOUNTING)
+        forget_counted(p);
+    else if (p && !mt_table_remove((uintptr_t)p, NULL))
+        bump(&self->s.untracked_frees);
     guard = 0;
 }
 
 int mt_take(void *p, struct mt_record *old)
 {
     if (!p) return 0;
-    if (mt_table_remove((uintptr_t)p, old)) return 1;
+    if (mt_table_remove((uintptr_t)p, old)) {
+        if (MT_ACCOUNTING) mt_account_free(p, old);
+        return 1;
+    }
     bump(&self->s.untracked_frees);
+    if (MT_ACCOUNTING) mt_account_free(p, NULL);
     return 0;
 }
 
-void mt_realloc_done(void *q, size_t size, uintptr_t hook_ip, int keep_old,
+void mt_realloc_done(void *q, size_t size, struct mt_site site, int keep_old,
                      const struct mt_record *old)
 {
     int e = errno;
     int replaced;
     if (q)
-        record(q, size, hook_ip);
-    else if (keep_old && !mt_table_insert(old, &replaced))
-        bump(&self->s.dropped);
+        record(q, size, &site);
+    else if (keep_old) {
+        int stored = mt_table_insert(old, &replaced);
+        if (!stored) bump(&self->s.dropped);
+        if (MT_ACCOUNTING) mt_account_restore(old, stored);
+    }
     errno = e;
     guard = 0;
 }
@@ -216,15 +253,18 @@ void mt_guard_release(void)
     guard--;
 }
 
+static void add_counts(struct mt_stats *sum, const struct block *b)
+{
+    const uint64_t *c = (const uint64_t *)&b->s;
+    uint64_t *to = (uint64_t *)sum;
+    for (size_t i = 0; i < sizeof *sum / sizeof(uint64_t); i++)
+        to[i] += __atomic_load_n(&c[i], __ATOMIC_RELAXED);
+}
+
 void mt_stats_read(struct mt_stats *out)
 {
-    uint64_t *sum = (uint64_t *)out;
-    size_t words = sizeof *out / sizeof(uint64_t);
-    for (size_t i = 0; i < words; i++)
-        sum[i] = 0;
-    for (struct block *b = __atomic_load_n(&blocks, __ATOMIC_ACQUIRE); b; b = b->next) {
-        const uint64_t *c = (const uint64_t *)&b->s;
-        for (size_t i = 0; i < words; i++)
-            sum[i] += __atomic_load_n(&c[i], __ATOMIC_RELAXED);
-    }
+    *out = (struct mt_stats){0};
+    add_counts(out, &orphans);
+    for (struct block *b = __atomic_load_n(&blocks, __ATOMIC_ACQUIRE); b; b = b->next)
+        add_counts(out, b);
 }

@@ -22,7 +22,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "stack.h"
 #include "table.h"
+
+/* The call site of a hook, expanded inside the hook itself. Frame 0 is the hook's entry + 1 (the
+ * symbolizer looks up return address - 1). Hooks are built with frame pointers, so the caller's
+ * stack pointer at the call is the hook's frame address + 16. */
+#define MT_SITE(hook)                                                                              \
+    ((struct mt_site){(uintptr_t)&hook + 1, (uintptr_t)__builtin_return_address(0),                \
+                      (uintptr_t)__builtin_frame_address(0) + 16})
 
 enum mt_kind {
     MT_MALLOC,
@@ -37,6 +45,8 @@ enum mt_kind {
     MT_PVALLOC,
     MT_STRDUP,
     MT_STRNDUP,
+    MT_TRACK, /* mtrace_track and mtrace_untrack (mtrace.h): the program's own resources */
+    MT_UNTRACK,
     MT_KINDS
 };
 
@@ -48,9 +58,9 @@ int mt_enter(enum mt_kind kind);
  * show even in a program that never allocates). Returns nonzero when recording. */
 int mt_start(void);
 
-/* After the real allocation: records p (when not NULL) with size and the caller's stack, whose
- * frame 0 is hook_ip. Releases the guard. */
-void mt_alloc_done(void *p, size_t size, uintptr_t hook_ip);
+/* After the real allocation: records p (when not NULL) with size and the stack seen from site.
+ * Releases the guard. */
+void mt_alloc_done(void *p, size_t size, struct mt_site site);
 
 /* Before the real free: removes p's record. Releases the guard. */
 void mt_forget(void *p);
@@ -61,7 +71,7 @@ int mt_take(void *p, struct mt_record *old);
 
 /* realloc family, after the real call: q != NULL is recorded like a new allocation; q == NULL
  * with keep_old set (the old block is still live) puts old back. Releases the guard. */
-void mt_realloc_done(void *q, size_t size, uintptr_t hook_ip, int keep_old,
+void mt_realloc_done(void *q, size_t size, struct mt_site site, int keep_old,
                      const struct mt_record *old);
 
 /* Nonzero once this library is the process's allocator interceptor and its table is ready. */

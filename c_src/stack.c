@@ -12,6 +12,7 @@
 #include <dlfcn.h>
 #include <link.h>
 #include <pthread.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -31,6 +32,7 @@ static uint64_t *index_words;
 static size_t capacity, frames_cap, index_mask;
 static size_t frames_used, ids_used; /* atomic */
 static enum mt_unwind unwind_mode;
+static int depth_max;
 
 /* Text of the tracer and of libunwind: leading frames inside them are the tracer's own. */
 static struct range {
@@ -38,7 +40,12 @@ static struct range {
 } own[2];
 
 extern void *__libc_stack_end;
+static pthread_rwlock_t unwinding = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
+static pid_t self_pid; /* for process_vm_readv, without a getpid system call a read */
+
+static __thread uintptr_t stack_lo __attribute__((tls_model("initial-exec")));
 static __thread uintptr_t stack_hi __attribute__((tls_model("initial-exec")));
+#define STACK_SPAN ((uintptr_t)64 << 20)
 
 static void *reserve(size_t bytes)
 {
@@ -72,20 +79,40 @@ static void text_of(const void *fn, struct range *r)
     if (!dl_iterate_phdr(find_text, r)) r->lo = r->hi = 0;
 }
 
-static uintptr_t thread_stack_top(void)
+/* This thread's stack, cached: [stack_lo, stack_hi). The initial thread's top is
+ * __libc_stack_end; "tid == pid" does not tell the initial thread (a child forked from another
+ * thread passes that test), the stack pointer itself does. Other threads read their descriptor
+ * with pthread_getattr_np, which for them opens no file. A stack found neither way (a coroutine's,
+ * say) is marked unknown, and every check against it fails. */
+static int stack_known(void)
 {
-    if (stack_hi) return stack_hi;
-    if (syscall(SYS_gettid) == getpid()) {
-        stack_hi = (uintptr_t)__libc_stack_end;
+    if (stack_hi) return stack_hi > 1;
+    uintptr_t sp = (uintptr_t)__builtin_frame_address(0), top = (uintptr_t)__libc_stack_end;
+    stack_hi = 1;
+    if (sp < top && top - sp < STACK_SPAN) {
+        stack_lo = top - STACK_SPAN;
+        stack_hi = top;
     } else {
         pthread_attr_t attr;
         void *addr;
         size_t size;
         if (pthread_getattr_np(pthread_self(), &attr) != 0) return 0;
-        if (pthread_attr_getstack(&attr, &addr, &size) == 0) stack_hi = (uintptr_t)addr + size;
+        if (pthread_attr_getstack(&attr, &addr, &size) == 0 && sp >= (uintptr_t)addr &&
+            sp < (uintptr_t)addr + size) {
+            stack_lo = (uintptr_t)addr;
+            stack_hi = (uintptr_t)addr + size;
+        }
         pthread_attr_destroy(&attr);
     }
-    return stack_hi;
+    return stack_hi > 1;
+}
+
+/* Whether [sp, hi) is the live part of this thread's own stack, hi being its top. */
+static int on_stack(uintptr_t sp, uintptr_t *hi)
+{
+    if (!stack_known() || sp < stack_lo || sp >= stack_hi) return 0;
+    *hi = stack_hi;
+    return 1;
 }
 
 /* libunwind 1.6 checks doubtful addresses by writing them to a private pipe and reading the pipe
@@ -102,14 +129,13 @@ static int safe_access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val
                            void *arg)
 {
     if (write) return libunwind_access_mem(as, addr, val, write, arg);
-    uintptr_t here = (uintptr_t)__builtin_frame_address(0);
-    uintptr_t hi = thread_stack_top();
-    if (addr >= here && addr + sizeof *val <= hi && addr + sizeof *val > addr) {
+    uintptr_t here = (uintptr_t)__builtin_frame_address(0), hi;
+    if (on_stack(here, &hi) && addr >= here && addr <= hi - sizeof *val) {
         *val = *(const unw_word_t *)addr;
         return 0;
     }
     struct iovec local = {val, sizeof *val}, remote = {(void *)addr, sizeof *val};
-    if (syscall(SYS_process_vm_readv, (pid_t)syscall(SYS_getpid), &local, 1UL, &remote, 1UL, 0UL) ==
+    if (syscall(SYS_process_vm_readv, self_pid, &local, 1UL, &remote, 1UL, 0UL) ==
         (long)sizeof *val)
         return 0;
     return -UNW_EINVAL;
@@ -124,6 +150,8 @@ int mt_stack_init(size_t cap, int depth, enum mt_unwind mode)
     frames_cap = cap * (size_t)depth;
     index_mask = idx - 1;
     unwind_mode = mode;
+    depth_max = depth;
+    self_pid = (pid_t)syscall(SYS_getpid);
     frames = reserve(frames_cap * sizeof *frames);
     descs = reserve(cap * sizeof *descs);
     index_words = reserve(idx * sizeof *index_words);
@@ -149,9 +177,10 @@ static inline int is_own(uintptr_t ip)
 static int fp_walk(uintptr_t *buf, int max)
 {
     const uintptr_t *fp = __builtin_frame_address(0);
-    uintptr_t hi = thread_stack_top();
+    uintptr_t hi;
     int n = 0;
-    while (n < max && (uintptr_t)fp + 2 * sizeof *fp <= hi && !((uintptr_t)fp & 7)) {
+    if (!on_stack((uintptr_t)fp, &hi)) return 0;
+    while (n < max && (uintptr_t)fp <= hi - 16 && !((uintptr_t)fp & 7)) {
         uintptr_t ret = fp[1];
         const uintptr_t *next = (const uintptr_t *)fp[0];
         if (ret < 4096) break;
@@ -177,6 +206,177 @@ int mt_stack_capture(uintptr_t hook_ip, uintptr_t *ips, int depth)
     for (; i < got && n < depth; i++)
         ips[n++] = raw[i];
     return n;
+}
+
+/* The validated cache. An entry remembers, for one call site, the interned stack and where on
+ * the stack each of its return addresses (frames 2 and up) sits, as an offset from the caller's
+ * stack pointer. Entries are only made for call sites on this thread's own stack, with every slot
+ * inside it, so validating an entry only reads memory that is mapped. */
+struct entry {
+    uintptr_t sp, ret, hook_ip;
+    uint32_t id;
+    uint16_t n;     /* frames a hit checks; 0: not checkable (yet), see mt_stack_id */
+    uint16_t seen;  /* misses of this call site since it was last walked */
+    uint32_t off[]; /* off[k - 2]: slot of frame k */
+};
+
+#define CACHE_ENTRIES 256
+
+struct mt_stack_cache {
+    size_t stride;
+    char entries[];
+};
+
+static size_t cache_bytes(size_t *stride)
+{
+    *stride = (sizeof(struct entry) + sizeof(uint32_t) * (size_t)depth_max + 7) & ~(size_t)7;
+    return sizeof(struct mt_stack_cache) + CACHE_ENTRIES * *stride;
+}
+
+struct mt_stack_cache *mt_stack_cache_new(void)
+{
+    size_t stride, bytes = cache_bytes(&stride);
+    struct mt_stack_cache *c = reserve(bytes);
+    if (c) c->stride = stride;
+    return c;
+}
+
+void mt_stack_cache_reset(struct mt_stack_cache *c)
+{
+    size_t stride;
+    memset(c->entries, 0, cache_bytes(&stride) - sizeof *c);
+}
+
+static inline struct entry *slot_for(struct mt_stack_cache *c, const struct mt_site *site)
+{
+    uint64_t h = (site->ret ^ (site->sp << 7) ^ (site->hook_ip << 17)) * 0x9E3779B97F4A7C15ull;
+    return (struct entry *)(c->entries + (size_t)(h >> 56) % CACHE_ENTRIES * c->stride);
+}
+
+static inline int same_key(const struct entry *e, const struct mt_site *site)
+{
+    return e->sp == site->sp && e->ret == site->ret && e->hook_ip == site->hook_ip;
+}
+
+static inline int still_valid(const struct entry *e, const struct mt_site *site)
+{
+    if (!same_key(e, site) || !e->id) return 0;
+    const uintptr_t *f = &frames[descs[e->id - 1].first];
+    for (uint32_t k = 2; k < e->n; k++)
+        if (*(const uintptr_t *)(site->sp + e->off[k - 2]) != f[k]) return 0;
+    return 1;
+}
+
+/* Walks from the hook caller's frame outwards, writing frames and the stack address of each
+ * return address. Returns the number of frames, or 0 when no frame had the caller's stack pointer
+ * (then the caller uses mt_stack_capture). */
+static int walk(const struct mt_site *site, uintptr_t *ips, uintptr_t *slots, int max)
+{
+    int n = 2;
+    ips[0] = site->hook_ip;
+    ips[1] = site->ret;
+    slots[1] = site->sp - sizeof(uintptr_t);
+    if (unwind_mode == MT_UNWIND_FP) {
+        const uintptr_t *fp = __builtin_frame_address(0);
+        uintptr_t hi;
+        if (!on_stack(site->sp, &hi)) return 0;
+        while ((uintptr_t)fp + 16 != site->sp) {
+            const uintptr_t *next = (const uintptr_t *)fp[0];
+            if (next <= fp || (uintptr_t)next >= site->sp) return 0;
+            fp = next;
+        }
+        if (fp[1] != site->ret) return 0;
+        for (fp = (const uintptr_t *)fp[0]; n < max; fp = (const uintptr_t *)fp[0]) {
+            /* hi - 16, not fp + 16: a garbage frame pointer near 2^64 would wrap. */
+            if ((uintptr_t)fp < site->sp || (uintptr_t)fp > hi - 16 || ((uintptr_t)fp & 7) ||
+                fp[1] < 4096)
+                break;
+            ips[n] = fp[1];
+            slots[n++] = (uintptr_t)(fp + 1);
+            if ((const uintptr_t *)fp[0] <= fp) break;
+        }
+        return n;
+    }
+    unw_context_t uc;
+    unw_cursor_t cur;
+    unw_word_t ip, sp;
+    if (unw_getcontext(&uc) != 0 || unw_init_local(&cur, &uc) != 0) return 0;
+    do {
+        if (unw_step(&cur) <= 0 || unw_get_reg(&cur, UNW_REG_SP, &sp) != 0 || sp > site->sp)
+            return 0;
+    } while (sp != site->sp);
+    while (n < max && unw_step(&cur) > 0 && unw_get_reg(&cur, UNW_REG_IP, &ip) == 0 &&
+           unw_get_reg(&cur, UNW_REG_SP, &sp) == 0 && ip != 0) {
+        ips[n] = ip;
+        slots[n++] = sp - sizeof(uintptr_t);
+    }
+    return n;
+}
+
+/* libunwind's exact walk (a step at a time, for the slots) costs tens of unw_backtrace calls, so
+ * it is paid only for a call site that keeps coming back: after WALK_AFTER misses in a row. The
+ * one-off stacks a program's start-up is full of never pay it, and a site whose stack keeps
+ * changing (two callers at the same depth) pays it once in WALK_AFTER + 1 misses. The
+ * frame-pointer walk is cheap: it always runs. */
+#define WALK_AFTER 16
+#define UNCHECKABLE UINT16_MAX
+
+uint32_t mt_stack_id(struct mt_stack_cache *c, const struct mt_site *site)
+{
+    uintptr_t hi;
+    struct entry *e = c && on_stack(site->sp, &hi) ? slot_for(c, site) : NULL;
+    if (e && e->n && e->n != UNCHECKABLE && still_valid(e, site)) return e->id;
+
+    int exact = 0;
+    if (e && same_key(e, site)) {
+        if (e->n != UNCHECKABLE) e->n = 0;
+        if (e->seen < WALK_AFTER) e->seen++;
+        exact = e->n != UNCHECKABLE && (unwind_mode == MT_UNWIND_FP || e->seen == WALK_AFTER);
+    } else if (e) {
+        *e = (struct entry){.sp = site->sp, .ret = site->ret, .hook_ip = site->hook_ip, .seen = 1};
+        exact = unwind_mode == MT_UNWIND_FP;
+    }
+
+    uintptr_t ips[MT_DEPTH_MAX], slots[MT_DEPTH_MAX];
+    int n = 0;
+    if (unwind_mode == MT_UNWIND_LIBUNWIND) pthread_rwlock_rdlock(&unwinding);
+    if (exact) n = walk(site, ips, slots, depth_max);
+    int checkable = n > 0;
+    if (!checkable) n = mt_stack_capture(site->hook_ip, ips, depth_max);
+    if (unwind_mode == MT_UNWIND_LIBUNWIND) pthread_rwlock_unlock(&unwinding);
+
+    uint32_t id = mt_stack_intern(ips, n);
+    if (!e || !id) return id;
+    e->id = id;
+    if (!exact) return id;
+    for (int k = 2; checkable && k < n; k++)
+        if (slots[k] < site->sp || slots[k] + sizeof(uintptr_t) > hi) checkable = 0;
+    for (int k = 2; checkable && k < n; k++)
+        e->off[k - 2] = (uint32_t)(slots[k] - site->sp);
+    e->n = checkable ? (uint16_t)n : UNCHECKABLE;
+    e->seen = 0;
+    return id;
+}
+
+/* libunwind's step takes mutexes of its own: a child forked while another thread held one would
+ * hang on its first unwind. Unwinding holds this lock shared and fork takes it exclusively, so
+ * no thread is inside libunwind when the child is made. Writers first, so that a steady stream
+ * of unwinds cannot hold a fork off. Stack cache hits never take it. */
+void mt_stack_fork_prepare(void)
+{
+    pthread_rwlock_wrlock(&unwinding);
+}
+void mt_stack_fork_parent(void)
+{
+    pthread_rwlock_unlock(&unwinding);
+}
+
+/* The child's thread has a new tid, which glibc's rwlock does not know as its writer: the lock is
+ * made anew (no other thread exists to hold it). */
+void mt_stack_fork_child(void)
+{
+    unwinding = (pthread_rwlock_t)PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
+    self_pid = (pid_t)syscall(SYS_getpid);
 }
 
 static inline uint64_t hash_frames(const uintptr_t *ips, int n)

@@ -1,12 +1,18 @@
 /* stack.h: stack capture and the table of interned stacks.
  *
  * Contract
- * - mt_stack_init() reserves all memory once with mmap; nothing here calls malloc afterwards, and
- *   nothing takes a lock: interning is lock-free (compare-and-swap on an index word).
- * - mt_stack_capture() runs on the hook path of the calling thread. Frame 0 is the hook's own
- *   address (it names the intercepted function); then come the callers outside the tracer. No
- *   other tracer frame appears, however inlining arranged them: leading frames inside mtrace.so or
- *   the unwinder are skipped by address range, not by a fixed count.
+ * - mt_stack_init() reserves all memory once with mmap. Nothing here calls malloc (but glibc's
+ *   pthread_getattr_np, once per thread, under the recorder's guard) and nothing takes a lock:
+ *   interning is lock-free (compare-and-swap on an index word).
+ * - mt_stack_id() and mt_stack_capture() run on the hook path of the calling thread. Frame 0 is
+ *   the hook's own address (it names the intercepted function); then come the callers outside the
+ *   tracer. No other tracer frame appears, however inlining arranged them: the unwind starts at
+ *   the frame whose stack pointer is the hook caller's, or else skips leading frames inside
+ *   mtrace.so or the unwinder by address range; never by a fixed count.
+ * - mt_stack_id() first tries the thread's stack cache: a stack seen before from the same call
+ *   site (same hook, return address and caller stack pointer) is reused when every return address
+ *   it recorded is still in its slot on the stack; that costs one load a frame and no unwinding.
+ *   The slots come from the unwinder itself (each frame's stack pointer), never from a search.
  * - An interned stack is immutable and lives as long as the process: ids (>= 1) stay valid for
  *   readers without any lock. Two threads interning the same new stack get the same id.
  * - mt_stack_intern() returns 0 when the table of stacks is full; the caller counts it.
@@ -22,7 +28,28 @@
 /* Returns 0, or -1 when the memory cannot be mapped. */
 int mt_stack_init(size_t capacity, int depth, enum mt_unwind mode);
 
-/* Writes at most depth frames to ips; returns how many. */
+/* Where a hook was called from; taken inside the hook (see MT_SITE in recorder.h). */
+struct mt_site {
+    uintptr_t hook_ip; /* the hook's entry + 1: frame 0 */
+    uintptr_t ret;     /* return address into the hook's caller: frame 1 */
+    uintptr_t sp;      /* the caller's stack pointer at the call */
+};
+
+/* One per thread at a time; memory from mmap, handed to the next thread after a reset. */
+struct mt_stack_cache;
+struct mt_stack_cache *mt_stack_cache_new(void);
+void mt_stack_cache_reset(struct mt_stack_cache *cache);
+
+/* The interned id of the calling thread's stack, as seen from site; 0 when the stack table is
+ * full. cache may be NULL (no reuse). */
+uint32_t mt_stack_id(struct mt_stack_cache *cache, const struct mt_site *site);
+
+/* Fork handlers (pthread_atfork): no thread may be inside libunwind when a child is made. */
+void mt_stack_fork_prepare(void);
+void mt_stack_fork_parent(void);
+void mt_stack_fork_child(void);
+
+/* Writes at most depth frames to ips, frame 0 being hook_ip; returns how many. */
 int mt_stack_capture(uintptr_t hook_ip, uintptr_t *ips, int depth);
 
 uint32_t mt_stack_intern(const uintptr_t *ips, int n);

@@ -98,7 +98,8 @@ defmodule Mtrace do
 
     * `:malloc_cnt`, `:calloc_cnt`, `:realloc_cnt`, `:reallocarray_cnt`, `:free_cnt`,
       `:posix_memalign_cnt`, `:aligned_alloc_cnt`, `:memalign_cnt`, `:valloc_cnt`,
-      `:pvalloc_cnt`, `:strdup_cnt`, `:strndup_cnt` - calls traced, per function.
+      `:pvalloc_cnt`, `:strdup_cnt`, `:strndup_cnt` - calls traced, per function;
+      `:track_cnt`, `:untrack_cnt` - calls of the C API's `mtrace_track`/`mtrace_untrack`.
     * `:allocated_bytes`, `:used_bytes`, `:free_bytes`, `:mmap_chunks`, `:mmap_bytes` -
       glibc's `mallinfo2`: bytes malloc holds from the system (arenas and mmapped chunks), bytes
       in use, free bytes inside the arenas, mmapped chunks and their bytes.

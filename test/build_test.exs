@@ -1,11 +1,12 @@
 defmodule Mtrace.BuildTest do
   # The makefiles are plain POSIX make: GNU make and BSD make (Debian's bmake) both build the
-  # library from a clean copy of c_src, and it exports only the hooks and the NIF entry.
+  # library from a clean copy of c_src, and it exports only the hooks, the C API and the NIF entry.
   use ExUnit.Case, async: true
 
   @moduletag timeout: 300_000
-  @exports ~w(aligned_alloc calloc free malloc memalign nif_init posix_memalign pvalloc realloc
-              reallocarray strdup strndup valloc)
+  @exports ~w(aligned_alloc calloc free malloc memalign mtrace_lib_active mtrace_lib_report
+              mtrace_lib_report_fd mtrace_lib_snapshot mtrace_lib_track mtrace_lib_untrack nif_init
+              posix_memalign pvalloc realloc reallocarray strdup strndup valloc)
 
   for make <- ["make", "bmake"] do
     @tag :tmp_dir

@@ -26,21 +26,27 @@ static void check(int ok, const char *what)
 }
 
 #define HOOK ((uintptr_t)0x1234)
+/* No frame has this stack pointer: the recorder falls back to a plain unwind. */
+#define SITE ((struct mt_site){HOOK, 0x5678, 16})
 /* Each made-up block's size is a function of its address: a record whose size does not match its
  * address was torn or misattributed. */
-static uint64_t size_of(uintptr_t a) { return (a >> 4) * 2654435761u % 100000 + 1; }
-static void *block(unsigned owner, unsigned i) { return (void *)(((uintptr_t)owner << 32) + 16 * (uintptr_t)(i + 1)); }
+static uint64_t size_of(uintptr_t a)
+{
+    return (a >> 4) * 2654435761u % 100000 + 1;
+}
+static void *block(unsigned owner, unsigned i)
+{
+    return (void *)(((uintptr_t)owner << 32) + 16 * (uintptr_t)(i + 1));
+}
 
 static void alloc(void *p)
 {
-    if (mt_enter(MT_MALLOC))
-        mt_alloc_done(p, size_of((uintptr_t)p), HOOK);
+    if (mt_enter(MT_MALLOC)) mt_alloc_done(p, size_of((uintptr_t)p), SITE);
 }
 
 static void release(void *p)
 {
-    if (mt_enter(MT_FREE))
-        mt_forget(p);
+    if (mt_enter(MT_FREE)) mt_forget(p);
 }
 
 struct scan {
@@ -53,11 +59,9 @@ static void verify(const struct mt_record *r, void *arg)
     struct scan *s = arg;
     const uintptr_t *ips;
     int n = mt_stack_get(r->stack, &ips);
-    if (s->owner && (r->addr >> 32) != s->owner)
-        return;
+    if (s->owner && (r->addr >> 32) != s->owner) return;
     s->seen++;
-    if (r->size != size_of(r->addr) || n < 1 || ips[0] != HOOK)
-        s->bad++;
+    if (r->size != size_of(r->addr) || n < 1 || ips[0] != HOOK) s->bad++;
 }
 
 static struct scan scan_owner(unsigned owner)
@@ -100,19 +104,19 @@ static void test_realloc(void)
     mt_enter(MT_REALLOC);
     int had = mt_take(block(2, 1), &old);
     check(had && scan_owner(2).seen == 0, "realloc takes the old record out before the real call");
-    mt_realloc_done(NULL, 999, HOOK, 1, &old);
+    mt_realloc_done(NULL, 999, SITE, 1, &old);
     struct scan s = scan_owner(2);
     check(s.seen == 1 && s.bad == 0, "a failed realloc puts the old record back intact");
 
     mt_enter(MT_REALLOC);
     had = mt_take(block(2, 1), &old);
-    mt_realloc_done(NULL, 0, HOOK, 0, &old);
+    mt_realloc_done(NULL, 0, SITE, 0, &old);
     check(had && scan_owner(2).seen == 0, "realloc(p, 0) leaves no record");
 
     alloc(block(2, 2));
     mt_enter(MT_REALLOC);
     mt_take(block(2, 2), &old);
-    mt_realloc_done(block(2, 3), size_of((uintptr_t)block(2, 3)), HOOK, 1, &old);
+    mt_realloc_done(block(2, 3), size_of((uintptr_t)block(2, 3)), SITE, 1, &old);
     s = scan_owner(2);
     check(s.seen == 1 && s.bad == 0, "a moved block has one record, at its new address");
     mt_table_clear();
@@ -151,8 +155,7 @@ static void *churn(void *arg)
     for (unsigned round = 0; !stop; round++)
         for (unsigned i = 0; i < 512; i++) {
             alloc(block(owner, i));
-            if (i >= 64)
-                release(block(owner, i - 64));
+            if (i >= 64) release(block(owner, i - 64));
             if (i == 511)
                 for (unsigned j = 448; j < 512; j++)
                     release(block(owner, j));

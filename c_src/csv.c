@@ -1,0 +1,214 @@
+/* csv.c: the CSV export (see csv.h).
+ *
+ * What earlier passes wrote is kept as a sorted array of blocks; each pass collects the blocks
+ * old enough now, sorts them the same way and walks both arrays together: a block only in the
+ * new array is an alloc row, one only in the old array a free row. The new array then replaces
+ * the old, since every block old enough now has been written.
+ */
+#define _GNU_SOURCE
+#include "csv.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "account.h"
+#include "config.h"
+#include "recorder.h"
+#include "report.h"
+#include "stack.h"
+#include "table.h"
+#include "writer.h"
+
+struct block {
+    uintptr_t addr;
+    uint64_t size, time_ns;
+    uint32_t stack, tid;
+};
+
+struct blocks {
+    struct block *v;
+    size_t n, cap;
+    uint64_t cutoff_ns; /* allocated at or before this, or not collected */
+    int failed;
+};
+
+static struct blocks written;
+static int fd = -1;
+static int failing; /* an error was said and nothing has succeeded since */
+static uint64_t wall_offset;
+
+static const char header[] = "event,time,address,size,allocated,tid,kind,stack_id,stack\r\n";
+
+static int order(const void *pa, const void *pb)
+{
+    const struct block *a = pa, *b = pb;
+    if (a->addr != b->addr) return a->addr < b->addr ? -1 : 1;
+    if (a->time_ns != b->time_ns) return a->time_ns < b->time_ns ? -1 : 1;
+    if (a->size != b->size) return a->size < b->size ? -1 : 1;
+    return a->stack < b->stack ? -1 : a->stack > b->stack;
+}
+
+static void collect(const struct mt_record *r, void *arg)
+{
+    struct blocks *b = arg;
+    if (r->time_ns > b->cutoff_ns || b->failed) return;
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? 2 * b->cap : 1024;
+        struct block *v = realloc(b->v, cap * sizeof *v);
+        if (!v) {
+            b->failed = 1;
+            return;
+        }
+        b->v = v;
+        b->cap = cap;
+    }
+    b->v[b->n++] = (struct block){r->addr, r->size, r->time_ns, r->stack, r->tid};
+}
+
+static void fail(const char *what, const char *path, int err)
+{
+    if (!failing) mt_say_error(what, path, err);
+    failing = 1;
+}
+
+/* The file to append to, created again when it was moved or deleted, emptied when too big. */
+static int open_file(const char *path)
+{
+    struct stat named, open_;
+    if (fd >= 0 && (lstat(path, &named) != 0 || fstat(fd, &open_) != 0 ||
+                    named.st_dev != open_.st_dev || named.st_ino != open_.st_ino)) {
+        close(fd);
+        fd = -1;
+    }
+    if (fd < 0) {
+        fd = mt_file_create(path);
+        /* Non-blocking, so that a FIFO there fails instead of waiting for a reader; setting
+         * O_APPEND below clears it. */
+        if (fd < 0 && errno == EEXIST)
+            fd = open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+        int e = 0;
+        if (fd >= 0 && fstat(fd, &open_) != 0)
+            e = errno;
+        else if (fd >= 0 && !S_ISREG(open_.st_mode))
+            e = EINVAL;
+        else if (fd >= 0 && fcntl(fd, F_SETFL, O_APPEND) != 0)
+            e = errno;
+        if (e) {
+            close(fd);
+            fd = -1;
+            errno = e;
+        }
+        if (fd < 0) {
+            fail("cannot open the CSV file", path, errno);
+            return -1;
+        }
+    }
+    if (fstat(fd, &open_) != 0) return -1;
+    if (mt_config.csv_max && (uint64_t)open_.st_size > mt_config.csv_max) {
+        if (ftruncate(fd, 0) != 0) {
+            fail("cannot restart the CSV file", path, errno);
+            return -1;
+        }
+        open_.st_size = 0;
+    }
+    if (open_.st_size == 0 && write(fd, header, sizeof header - 1) != (ssize_t)sizeof header - 1) {
+        fail("cannot write the CSV file", path, errno);
+        return -1;
+    }
+    return 0;
+}
+
+/* Seconds with milliseconds, and the comma that ends the field. */
+static void time_field(struct mt_out *o, uint64_t ns)
+{
+    char ms[4] = {(char)('0' + ns / 100000000 % 10), (char)('0' + ns / 10000000 % 10),
+                  (char)('0' + ns / 1000000 % 10), ','};
+    mt_out_u64(o, ns / 1000000000);
+    mt_out_str(o, ".");
+    mt_out_mem(o, ms, sizeof ms);
+}
+
+static void row(struct mt_out *o, const char *event, const struct block *b, uint64_t event_ns,
+                uint64_t alloc_ns)
+{
+    const uintptr_t *ips;
+    int n = b->stack ? mt_report_depth(mt_stack_get(b->stack, &ips)) : 0;
+    mt_out_str(o, event);
+    mt_out_str(o, ",");
+    time_field(o, event_ns);
+    mt_out_hex(o, b->addr & ~MT_TRACK_BIT);
+    mt_out_str(o, ",");
+    mt_out_u64(o, b->size);
+    mt_out_str(o, ",");
+    time_field(o, alloc_ns);
+    mt_out_u64(o, b->tid);
+    mt_out_str(o, b->addr & MT_TRACK_BIT ? ",track," : ",heap,");
+    mt_out_u64(o, b->stack);
+    mt_out_str(o, ",\"");
+    for (int i = 0; i < n; i++) {
+        if (i) mt_out_str(o, "\n");
+        mt_report_frame(o, ips[i], 1);
+    }
+    mt_out_str(o, "\"\r\n");
+}
+
+static uint64_t ns_of(clockid_t clock)
+{
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void mt_csv_pass(const char *prog)
+{
+    char path[PATH_MAX];
+    mt_guard_hold();
+    if (mt_path_expand(mt_config.csv, prog, 0, path, sizeof path) != 0) {
+        fail("cannot name the CSV file", mt_config.csv, ENAMETOOLONG);
+        mt_guard_release();
+        return;
+    }
+    /* Records carry CLOCK_MONOTONIC_COARSE times; rows carry wall-clock ones, through one offset
+     * taken at the first pass, so that a block's allocation time reads the same in every row. */
+    uint64_t mono = ns_of(CLOCK_MONOTONIC_COARSE);
+    if (!wall_offset) wall_offset = ns_of(CLOCK_REALTIME) - mono;
+    uint64_t wall = mono + wall_offset;
+    uint64_t age = (uint64_t)mt_config.csv_age * 1000000000u;
+    struct blocks now = {.cutoff_ns = mono > age ? mono - age : 0};
+    mt_table_each(collect, &now);
+    if (now.failed || open_file(path) != 0) {
+        free(now.v);
+        mt_guard_release();
+        return;
+    }
+    qsort(now.v, now.n, sizeof *now.v, order);
+
+    struct mt_out o;
+    mt_out_init(&o, fd);
+    size_t i = 0, j = 0;
+    while (i < now.n || j < written.n) {
+        int c = i == now.n ? 1 : j == written.n ? -1 : order(&now.v[i], &written.v[j]);
+        if (c < 0) {
+            uint64_t at = now.v[i].time_ns + wall_offset;
+            row(&o, "alloc", &now.v[i++], at, at);
+        } else if (c > 0) {
+            row(&o, "free", &written.v[j], wall, written.v[j].time_ns + wall_offset);
+            j++;
+        } else {
+            i++;
+            j++;
+        }
+    }
+    if (mt_out_flush(&o) != 0)
+        fail("cannot write the CSV file", path, errno);
+    else
+        failing = 0;
+    free(written.v);
+    written = now;
+    mt_guard_release();
+}

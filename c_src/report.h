@@ -1,0 +1,46 @@
+/* report.h: one text report of the heap, written to a file descriptor.
+ *
+ * Two kinds. A live report lists the blocks live now, grouped by call site (identical stacks
+ * merged, and stacks that look identical once cut to MTRACE_REPORT_DEPTH frames), largest bytes
+ * first, after a summary: live bytes and blocks, peak, calls per intercepted function, records
+ * dropped. A changes report lists, per call site, what was allocated minus what was freed since
+ * a baseline of site tallies (account.h): frees count against the site that made the block, so
+ * sites can go negative. Each stack is printed innermost frame first, symbolized and demangled
+ * by symbols.c, down to main (what lies below it is the C library's start-up).
+ *
+ * Contract
+ * - Never on the hook path: it allocates (untraced: the calling thread holds the recorder's
+ *   guard throughout), symbolizes, and writes with write(2). Records are copied out of the table
+ *   first (mt_table_each); no slot is held while symbolizing.
+ * - Not reentrant and not thread safe: callers serialize reports (service.c holds one lock).
+ * - Returns 0, or -1 with errno set: the error of write(2), ENOMEM, or ENOTSUP for a changes
+ *   report while the tallies are not kept (mt_config.account off). The descriptor is left open.
+ */
+#ifndef MTRACE_REPORT_H
+#define MTRACE_REPORT_H
+
+#include <stdint.h>
+
+#include "account.h"
+#include "writer.h"
+
+struct mt_report_req {
+    const char *prog;      /* program name, for the title */
+    unsigned seq;          /* this report's number in the process */
+    const char *when;      /* "at exit", "on request", "on SIGUSR2" */
+    int at_exit;           /* live blocks are then called leaks */
+    struct mt_tally *base; /* NULL: a live report; else changes since this baseline */
+    const char *since;     /* what base is: "start", "report 2", "the snapshot" */
+    int advance;           /* with base: base is moved to now, in the same pass */
+};
+
+int mt_report_write(int fd, const struct mt_report_req *req);
+
+/* "name (path)" for a frame, "?? (path)" without a name, "?? (no module)" outside any module;
+ * with quoted set, as the inside of a quoted CSV field. Returns the name, NULL when none. */
+const char *mt_report_frame(struct mt_out *o, uintptr_t ip, int quoted);
+
+/* Frames shown of a stack of n: MTRACE_REPORT_DEPTH, at most n. */
+int mt_report_depth(int n);
+
+#endif

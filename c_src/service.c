@@ -1,0 +1,327 @@
+/* service.c: the exit report, signal reports, CSV passes and reports on request (service.h). */
+#define _GNU_SOURCE
+#include "service.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "account.h"
+#include "config.h"
+#include "csv.h"
+#include "recorder.h"
+#include "report.h"
+#include "stack.h"
+#include "writer.h"
+
+/* hooks.c's own malloc, whatever the global symbol resolves to. */
+extern void *mt_own_malloc(size_t) __attribute__((visibility("hidden")));
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static int started;     /* the exit report (or CSV) is armed in this copy */
+static pid_t first_pid; /* the process that started; a forked child has another pid */
+static unsigned seq;    /* reports this process has numbered */
+static char prog[NAME_MAX + 1];
+static struct mt_tally *signal_base, *snapshot_base;
+static unsigned signal_prev; /* the previous signal report, 0 before the first */
+static int wake_fd = -1;     /* the signal handler's only action is to write here */
+
+/* Incremental reports need a name per report: MTRACE_REPORT when it has a %s, else this. */
+static const char default_signal_template[] = "%n-%p-%s.memlog";
+
+static void say(const char *line)
+{
+    struct mt_out o;
+    mt_out_init(&o, 2);
+    mt_out_str(&o, line);
+    mt_out_flush(&o);
+}
+
+/* Under lock. The name is taken once: a process title rewrite must not change report names. */
+static void name_program(void)
+{
+    if (prog[0]) return;
+    const char *n = program_invocation_short_name;
+    size_t len = n ? strnlen(n, sizeof prog - 1) : 0;
+    memcpy(prog, len ? n : "program", len ? len : 7);
+    for (char *c = prog; *c; c++)
+        if (*c == '/') *c = '_';
+}
+
+static struct mt_tally *new_base(void)
+{
+    void *p = mmap(NULL, (mt_config.stacks + 1) * sizeof(struct mt_tally), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+/* Writes req to dest (a template or "stderr"). With quiet unset, a failure says one line. */
+static int emit(const char *dest, const struct mt_report_req *req, int quiet)
+{
+    char path[PATH_MAX];
+    int fd = 2;
+    if (strcmp(dest, "stderr") == 0) {
+        strcpy(path, "stderr");
+    } else if (mt_path_expand(dest, prog, req->seq, path, sizeof path) != 0) {
+        if (!quiet) mt_say_error("cannot name the report file", dest, ENAMETOOLONG);
+        errno = ENAMETOOLONG;
+        return -1;
+    } else if ((fd = mt_file_create(path)) < 0) {
+        int e = errno;
+        if (!quiet) mt_say_error("cannot create the report file", path, e);
+        errno = e;
+        return -1;
+    }
+    int rc = mt_report_write(fd, req), e = errno;
+    if (fd != 2 && close(fd) != 0 && rc == 0) {
+        rc = -1;
+        e = errno;
+    }
+    if (rc != 0 && !quiet) mt_say_error("cannot write the report", path, e);
+    errno = e;
+    return rc;
+}
+
+static const char *exit_destination(void)
+{
+    const char *r = mt_config.report;
+    return r && strcmp(r, "none") != 0 ? r : NULL;
+}
+
+static void signal_report(void)
+{
+    char when[32] = "on SIG", since[32] = "start";
+    pthread_mutex_lock(&lock);
+    strncat(when, sigabbrev_np(mt_config.report_signal), sizeof when - strlen(when) - 1);
+    if (signal_prev) mt_path_expand("report %s", prog, signal_prev, since, sizeof since);
+    const char *r = mt_config.report;
+    struct mt_report_req req = {
+        .prog = prog,
+        .seq = ++seq,
+        .when = when,
+        .base = signal_base,
+        .since = since,
+        .advance = 1,
+    };
+    if (emit(r && strstr(r, "%s") ? r : default_signal_template, &req, 0) == 0)
+        signal_prev = req.seq;
+    pthread_mutex_unlock(&lock);
+}
+
+static void csv_pass(void)
+{
+    pthread_mutex_lock(&lock);
+    mt_csv_pass(prog);
+    pthread_mutex_unlock(&lock);
+}
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void *worker(void *arg)
+{
+    (void)arg;
+    mt_guard_hold();
+    uint64_t period = (uint64_t)mt_config.csv_period * 1000u, next = now_ms() + period;
+    for (;;) {
+        int timeout = -1;
+        if (mt_config.csv) {
+            uint64_t now = now_ms();
+            timeout = next > now ? (int)(next - now) : 0;
+        }
+        struct pollfd p = {.fd = wake_fd, .events = POLLIN};
+        if (poll(&p, 1, timeout) > 0 && (p.revents & POLLIN)) {
+            uint64_t signals;
+            if (read(wake_fd, &signals, sizeof signals) == (ssize_t)sizeof signals) signal_report();
+        }
+        if (mt_config.csv && now_ms() >= next) {
+            csv_pass();
+            next = now_ms() + period;
+        }
+    }
+    return NULL;
+}
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    int e = errno;
+    uint64_t one = 1;
+    ssize_t w = write(wake_fd, &one, sizeof one);
+    (void)w;
+    errno = e;
+}
+
+static void before_fork(void)
+{
+    pthread_mutex_lock(&lock);
+}
+
+static void after_fork_parent(void)
+{
+    pthread_mutex_unlock(&lock);
+}
+
+/* The child has no background thread; its signal handler must not wake the parent's. */
+static void after_fork_child(void)
+{
+    if (wake_fd >= 0) close(wake_fd);
+    wake_fd = -1;
+    seq = 0;
+    signal_prev = 0;
+    pthread_mutex_unlock(&lock);
+}
+
+static int start_worker(void)
+{
+    wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (wake_fd < 0) return -1;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create(&t, &attr, worker, NULL);
+    pthread_attr_destroy(&attr);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc == 0) return 0;
+    close(wake_fd);
+    wake_fd = -1;
+    return -1;
+}
+
+static void start(void)
+{
+    if (mt_config.report && !mt_config.account)
+        say("mtrace: cannot reserve memory for report counts; reports show no peak\n");
+    if (mt_config.report_signal && mt_config.account && !(signal_base = new_base()))
+        say("mtrace: cannot reserve memory for signal reports; none will be written\n");
+    if ((signal_base || mt_config.csv) && start_worker() != 0) {
+        say("mtrace: cannot start the report thread; no signal reports and no CSV\n");
+        signal_base = NULL;
+    }
+    if (signal_base && wake_fd >= 0) {
+        struct sigaction sa = {.sa_handler = on_signal, .sa_flags = SA_RESTART};
+        sigemptyset(&sa.sa_mask);
+        if (sigaction(mt_config.report_signal, &sa, NULL) != 0)
+            say("mtrace: cannot handle MTRACE_REPORT_SIGNAL; no signal reports\n");
+    }
+}
+
+__attribute__((constructor)) static void boot(void)
+{
+    /* Only the copy that is the process's malloc (see hooks.c's constructor). */
+    if (!mt_active() && (dlsym(RTLD_DEFAULT, "malloc") != (void *)mt_own_malloc || !mt_start()))
+        return;
+    if (!mt_config.report && !mt_config.report_signal && !mt_config.csv) return;
+    mt_guard_hold();
+    pthread_mutex_lock(&lock);
+    name_program();
+    first_pid = getpid();
+    start();
+    pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+    started = 1;
+    pthread_mutex_unlock(&lock);
+    mt_guard_release();
+}
+
+__attribute__((destructor)) static void report_at_exit(void)
+{
+    if (!started) return;
+    int child = getpid() != first_pid;
+    if (child && !mt_config.fork_report) return;
+    mt_guard_hold();
+    pthread_mutex_lock(&lock);
+    if (mt_config.csv && !child) mt_csv_pass(prog);
+    if (exit_destination()) {
+        struct mt_report_req req = {
+            .prog = prog,
+            .seq = ++seq,
+            .when = "at exit",
+            .at_exit = 1,
+            .base = snapshot_base,
+            .since = "the snapshot",
+        };
+        emit(exit_destination(), &req, 0);
+    }
+    pthread_mutex_unlock(&lock);
+    mt_guard_release();
+}
+
+int mt_service_report(const char *path, int fd)
+{
+    if (!mt_active()) {
+        errno = ENOSYS;
+        return -1;
+    }
+    mt_guard_hold();
+    pthread_mutex_lock(&lock);
+    name_program();
+    struct mt_report_req req = {
+        .prog = prog,
+        .seq = ++seq,
+        .when = "on request",
+        .base = snapshot_base,
+        .since = "the snapshot",
+    };
+    const char *dest = path ? path : exit_destination();
+    int rc;
+    if (fd >= 0) {
+        rc = mt_report_write(fd, &req);
+    } else if (dest) {
+        rc = emit(dest, &req, 1);
+    } else {
+        errno = EINVAL;
+        rc = -1;
+    }
+    int e = errno;
+    pthread_mutex_unlock(&lock);
+    mt_guard_release();
+    errno = e;
+    return rc;
+}
+
+int mt_service_snapshot(void)
+{
+    if (!mt_active()) {
+        errno = ENOSYS;
+        return -1;
+    }
+    if (!mt_config.account) {
+        errno = ENOTSUP;
+        return -1;
+    }
+    int rc = 0;
+    pthread_mutex_lock(&lock);
+    if (!snapshot_base) snapshot_base = new_base();
+    if (snapshot_base) {
+        for (size_t id = 0, ids = mt_stack_count() + 1; id < ids; id++) {
+            const struct mt_tally *t = &mt_account.tally[id];
+            snapshot_base[id] = (struct mt_tally){
+                __atomic_load_n(&t->alloc_bytes, __ATOMIC_RELAXED),
+                __atomic_load_n(&t->alloc_blocks, __ATOMIC_RELAXED),
+                __atomic_load_n(&t->free_bytes, __ATOMIC_RELAXED),
+                __atomic_load_n(&t->free_blocks, __ATOMIC_RELAXED),
+            };
+        }
+    } else {
+        errno = ENOMEM;
+        rc = -1;
+    }
+    pthread_mutex_unlock(&lock);
+    return rc;
+}

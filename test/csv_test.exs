@@ -1,0 +1,126 @@
+defmodule Mtrace.CsvTest do
+  # The CSV export (MTRACE_CSV), from test/report/csvprog: rows loaded into sqlite3 and checked
+  # against what the program did; names that need RFC 4180 quoting; a file moved, deleted,
+  # restarted past MTRACE_CSV_MAX, or replaced by a symbolic link.
+  use ExUnit.Case, async: true
+  import Mtrace.Test.Report
+
+  @moduletag timeout: 120_000
+
+  @header "event,time,address,size,allocated,tid,kind,stack_id,stack"
+
+  setup_all do
+    build!()
+  end
+
+  defp env(path, extra \\ []),
+    do: [{"MTRACE_CSV", path}, {"MTRACE_CSV_AGE", "0"}, {"MTRACE_CSV_PERIOD", "1"} | extra]
+
+  defp sqlite(file, sql) do
+    {out, 0} =
+      System.cmd("sqlite3", ["-bail", ":memory:", "-cmd", ".import --csv #{file} t", sql],
+        env: [{"LD_PRELOAD", nil}],
+        stderr_to_stdout: true
+      )
+
+    for line <- String.split(out, "\n", trim: true), do: String.split(line, "|")
+  end
+
+  # "what address" lines of csvprog's output.
+  defp blocks(out) do
+    for [_, what, address] <- Regex.scan(~r/^(\w+) (0x[0-9a-f]+)$/m, out), do: {address, what}
+  end
+
+  @tag :tmp_dir
+  test "rows load into sqlite3 and match what the program did", %{tmp_dir: dir} do
+    file = Path.join(dir, "out.csv")
+    {out, 0} = run(bin("csvprog"), [], env(file))
+    assert out =~ "freed\n"
+    assert File.read!(file) |> String.split("\r\n") |> hd() == @header
+
+    ours = Map.new(blocks(out))
+    assert map_size(ours) == 7
+
+    sql = """
+    SELECT event, address, size, kind, allocated, time,
+           instr(stack, 'csv_keep ('), instr(stack, 'csv_drop ('),
+           instr(stack, 'void* pair_alloc<int, char>(int, char) ('),
+           instr(stack, 'operator"" _blk(unsigned long long) ('),
+           instr(stack, 'malloc (') = 1
+    FROM t ORDER BY event, address
+    """
+
+    rows =
+      for [event, address, size, kind, allocated, time | found] <- sqlite(file, sql),
+          Map.has_key?(ours, address) do
+        [keep, drop, pair, literal, malloc_first] = Enum.map(found, &(&1 != "0"))
+        assert kind == "heap" and malloc_first
+        fun = Enum.find([keep: keep, drop: drop, pair: pair, literal: literal], &elem(&1, 1))
+        assert elem(fun, 0) == String.to_atom(ours[address]), "stack of #{address}"
+        {event, ours[address], String.to_integer(size), allocated, time}
+      end
+
+    count = fn event, what -> Enum.count(rows, &match?({^event, ^what, _, _, _}, &1)) end
+    assert {count.("alloc", "keep"), count.("free", "keep")} == {2, 0}
+    assert {count.("alloc", "drop"), count.("free", "drop")} == {3, 3}
+    assert {count.("alloc", "pair"), count.("alloc", "literal")} == {1, 1}
+    assert length(rows) == 10
+
+    sizes = rows |> Enum.map(fn {_, what, size, _, _} -> {what, size} end) |> Enum.uniq()
+    assert Enum.sort(sizes) == [{"drop", 222}, {"keep", 111}, {"literal", 96}, {"pair", 64}]
+
+    # A free row names its block by address and allocation time, as its alloc row did.
+    [[joined]] =
+      sqlite(file, """
+      SELECT count(*) FROM t f JOIN t a ON a.event = 'alloc' AND f.event = 'free'
+        AND a.address = f.address AND a.allocated = f.allocated AND a.size = f.size
+        AND a.stack = f.stack AND CAST(f.time AS REAL) >= CAST(a.time AS REAL)
+      """)
+
+    assert joined == "3"
+  end
+
+  @tag :tmp_dir
+  test "a moved or deleted file is created again, with its header", %{tmp_dir: dir} do
+    file = Path.join(dir, "out.csv")
+    task = Task.async(fn -> run(bin("csvprog"), ["100"], env(file)) end)
+    has_rows = fn -> File.exists?(file) and File.read!(file) =~ "\r\nalloc," end
+
+    wait_until(has_rows)
+    File.rename!(file, file <> ".moved")
+    wait_until(has_rows)
+    File.rm!(file)
+    wait_until(has_rows)
+    {_, 0} = Task.await(task, 30_000)
+
+    for f <- [file, file <> ".moved"] do
+      text = File.read!(f)
+      assert String.starts_with?(text, @header <> "\r\n")
+      assert length(String.split(text, @header)) == 2, "one header in #{f}"
+    end
+  end
+
+  @tag :tmp_dir
+  test "past MTRACE_CSV_MAX the file restarts with a header", %{tmp_dir: dir} do
+    file = Path.join(dir, "out.csv")
+    {out, 0} = run(bin("csvprog"), ["35"], env(file, [{"MTRACE_CSV_MAX", "2000"}]))
+    text = File.read!(file)
+    assert String.starts_with?(text, @header <> "\r\n")
+    # The first pass's rows (the program's first blocks) went with the restart.
+    for {address, "keep"} <- blocks(out), do: refute(text =~ address)
+    assert [_ | _] = sqlite(file, "SELECT event FROM t")
+  end
+
+  @tag :tmp_dir
+  test "a symbolic link at the path is refused, once, and its target untouched", %{tmp_dir: dir} do
+    victim = Path.join(dir, "victim")
+    File.write!(victim, "precious")
+    link = Path.join(dir, "out.csv")
+    File.ln_s!(victim, link)
+    # Three passes or more, one line.
+    {out, 0} = run(bin("csvprog"), ["25"], env(link))
+    assert [line] = said(out)
+    assert line == "mtrace: cannot open the CSV file: #{link}: Too many levels of symbolic links"
+    assert File.read!(victim) == "precious"
+  end
+end

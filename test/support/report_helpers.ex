@@ -1,0 +1,195 @@
+defmodule Mtrace.Test.Report do
+  @moduledoc false
+  # Helpers of the tests of mtrace outside the BEAM: builds test/report's programs, runs them with
+  # an explicit environment, and parses the text reports.
+
+  @root Path.expand("../..", __DIR__)
+
+  def root, do: @root
+  def so, do: Path.join(@root, "priv/mtrace.so")
+  def bin(name), do: Path.join(@root, "test/report/bin/#{name}")
+  def mtrace, do: Path.join(@root, "bin/mtrace")
+
+  @doc "Builds the programs (safe to run from several test modules at once)."
+  def build! do
+    {out, status} =
+      System.cmd("make", ["-C", Path.join(@root, "test/report")],
+        stderr_to_stdout: true,
+        env: [{"LD_PRELOAD", nil}]
+      )
+
+    if status != 0, do: raise("building test/report failed:\n" <> out)
+    :ok
+  end
+
+  # Every MTRACE_* variable the tests set, unset unless given: the test node has its own.
+  @vars ~w(LD_PRELOAD MTRACE_SLOTS MTRACE_REPORT MTRACE_REPORT_SIGNAL MTRACE_REPORT_TOP
+           MTRACE_REPORT_DEPTH MTRACE_CSV MTRACE_CSV_AGE MTRACE_CSV_PERIOD MTRACE_CSV_MAX
+           MTRACE_FORK)
+
+  @doc """
+  Runs program with args and env (a nil value unsets; LD_PRELOAD defaults to the library, give
+  nil to run without it). Options: :cd. Returns {stdout and stderr, exit status}.
+  """
+  def run(program, args, env, opts \\ []) do
+    env = Map.new(@vars, &{&1, nil}) |> Map.put("LD_PRELOAD", so()) |> Map.merge(Map.new(env))
+    # Preloaded into the program alone, not into timeout: env sets it just before the exec.
+    preload = env["LD_PRELOAD"]
+    command = if preload, do: ["env", "LD_PRELOAD=#{preload}", program], else: [program]
+
+    System.cmd("timeout", ["60" | command ++ args],
+      env: Map.to_list(%{env | "LD_PRELOAD" => nil}),
+      cd: Keyword.get(opts, :cd, @root),
+      stderr_to_stdout: true
+    )
+  end
+
+  @doc "The lines of out that mtrace itself wrote as errors or warnings."
+  def said(out),
+    do:
+      out
+      |> String.split("\n")
+      |> Enum.filter(&String.starts_with?(&1, "mtrace: "))
+      |> Enum.reject(&String.starts_with?(&1, "mtrace: end of report"))
+
+  @doc "The reports in a text, parsed, in order."
+  def reports(text) do
+    Regex.split(~r/^(?=mtrace report \d+: )/m, text, trim: true)
+    |> Enum.filter(&String.starts_with?(&1, "mtrace report "))
+    |> Enum.map(&parse/1)
+  end
+
+  def report!(text) do
+    [report] = reports(text)
+    report
+  end
+
+  defp parse(text) do
+    lines = String.split(text, "\n")
+
+    [_, seq, prog, pid, rest] =
+      Regex.run(~r/^mtrace report (\d+): (\S+), pid (\d+), (.*)$/, hd(lines))
+
+    %{
+      seq: String.to_integer(seq),
+      prog: prog,
+      pid: String.to_integer(pid),
+      title: rest,
+      live: amount(text, ~r/^  (?:leaked at exit|live heap): (\d+) bytes in (\d+) blocks?$/m),
+      peak: number(text, ~r/^  peak live heap: (\d+) bytes$/m),
+      tracked: amount(text, ~r/^  tracked \(mtrace_track\): (\d+) bytes in (\d+) resources?$/m),
+      calls: calls(text),
+      dropped: number(text, ~r/^  dropped: (\d+) allocations/m),
+      stacks_dropped: number(text, ~r/, (\d+) recorded without a stack/m),
+      unmatched_frees: number(text, ~r/^  frees without a record: (\d+)$/m),
+      sites: sites(lines),
+      totals:
+        case Regex.run(
+               ~r/^changes since [^:]+: allocated (\d+) bytes in (\d+) blocks?, freed (\d+) bytes in (\d+) blocks?, net ([+-]?\d+) bytes in ([+-]?\d+) blocks?/m,
+               text
+             ) do
+          [_ | numbers] -> Enum.map(numbers, &String.to_integer/1)
+          nil -> nil
+        end,
+      more:
+        amount(text, ~r/^\.\.\. and \d+ more sites?: ([+-]?\d+) bytes in ([+-]?\d+) blocks?$/m),
+      complete: String.contains?(text, "mtrace: end of report #{seq}")
+    }
+  end
+
+  defp number(text, re) do
+    case Regex.run(re, text) do
+      [_, n] -> String.to_integer(n)
+      nil -> nil
+    end
+  end
+
+  defp amount(text, re) do
+    case Regex.run(re, text) do
+      [_, bytes, blocks] -> {String.to_integer(bytes), String.to_integer(blocks)}
+      nil -> nil
+    end
+  end
+
+  defp calls(text) do
+    case Regex.run(~r/^  calls: (.*)$/m, text) do
+      [_, list] ->
+        for pair <- String.split(list, ", "), into: %{} do
+          [name, n] = String.split(pair, " ")
+          {name, String.to_integer(n)}
+        end
+
+      nil ->
+        %{}
+    end
+  end
+
+  @site ~r/^([+-]?\d+) bytes in ([+-]?\d+) blocks?(?: \(allocated (\d+) bytes in (\d+) blocks?, freed (\d+) bytes in (\d+) blocks?\))?, site \d+ of \d+$/
+  @frame ~r/^    (?:at|by) 0x[0-9a-f]+: (.*) \(([^()]*)\)$/
+
+  defp sites(lines) do
+    {sites, current} =
+      Enum.reduce(lines, {[], nil}, fn line, {done, cur} ->
+        site = Regex.run(@site, line)
+        frame = cur && Regex.run(@frame, line)
+
+        cond do
+          site ->
+            {push(done, cur), new_site(site)}
+
+          frame ->
+            [_, name, path] = frame
+            {done, %{cur | frames: cur.frames ++ [{name, path}]}}
+
+          true ->
+            {done, cur}
+        end
+      end)
+
+    push(sites, current) |> Enum.reverse()
+  end
+
+  defp push(done, nil), do: done
+  defp push(done, site), do: [site | done]
+
+  defp new_site([_, bytes, blocks | changes]) do
+    [ab, an, fb, fn_] =
+      case changes do
+        [] -> [nil, nil, nil, nil]
+        list -> Enum.map(list, &String.to_integer/1)
+      end
+
+    %{
+      bytes: String.to_integer(bytes),
+      blocks: String.to_integer(blocks),
+      allocated: ab && {ab, an},
+      freed: fb && {fb, fn_},
+      frames: []
+    }
+  end
+
+  @doc "Function names of a site's frames, innermost first."
+  def names(site), do: Enum.map(site.frames, &elem(&1, 0))
+
+  @doc "The one site whose stack has a frame named fun."
+  def site!(report, fun) do
+    case Enum.filter(report.sites, &(fun in names(&1))) do
+      [site] ->
+        site
+
+      other ->
+        raise "expected one site through #{fun}, got #{length(other)}: #{inspect(report.sites)}"
+    end
+  end
+
+  @doc "Waits until fun returns a truthy value (every 50 ms, at most ms)."
+  def wait_until(fun, ms \\ 10_000) do
+    cond do
+      value = fun.() -> value
+      ms <= 0 -> flunk_timeout()
+      true -> Process.sleep(50) && wait_until(fun, ms - 50)
+    end
+  end
+
+  defp flunk_timeout, do: raise(ExUnit.AssertionError, message: "timed out waiting")
+end
