@@ -38,20 +38,24 @@ static void *original(const char *name)
     return fn;
 }
 
+/* The body of every hook that only allocates: glibc's answer, recorded unless the thread is
+ * already inside mtrace. MT_SITE must expand here, in the hook itself. */
+#define ALLOCATE(kind, hook, call, size)                                                           \
+    do {                                                                                           \
+        if (!mt_enter(kind)) return call;                                                          \
+        void *p_ = call;                                                                           \
+        mt_alloc_done(p_, size, MT_SITE(hook));                                                    \
+        return p_;                                                                                 \
+    } while (0)
+
 EXPORT void *malloc(size_t n)
 {
-    if (!mt_enter(MT_MALLOC)) return __libc_malloc(n);
-    void *p = __libc_malloc(n);
-    mt_alloc_done(p, n, MT_SITE(malloc));
-    return p;
+    ALLOCATE(MT_MALLOC, malloc, __libc_malloc(n), n);
 }
 
 EXPORT void *calloc(size_t count, size_t n)
 {
-    if (!mt_enter(MT_CALLOC)) return __libc_calloc(count, n);
-    void *p = __libc_calloc(count, n);
-    mt_alloc_done(p, count * n, MT_SITE(calloc));
-    return p;
+    ALLOCATE(MT_CALLOC, calloc, __libc_calloc(count, n), count * n);
 }
 
 EXPORT void free(void *p)
@@ -101,34 +105,22 @@ EXPORT void *aligned_alloc(size_t align, size_t n)
         errno = ENOMEM;
         return NULL;
     }
-    if (!mt_enter(MT_ALIGNED_ALLOC)) return real_aligned_alloc(align, n);
-    void *p = real_aligned_alloc(align, n);
-    mt_alloc_done(p, n, MT_SITE(aligned_alloc));
-    return p;
+    ALLOCATE(MT_ALIGNED_ALLOC, aligned_alloc, real_aligned_alloc(align, n), n);
 }
 
 EXPORT void *memalign(size_t align, size_t n)
 {
-    if (!mt_enter(MT_MEMALIGN)) return __libc_memalign(align, n);
-    void *p = __libc_memalign(align, n);
-    mt_alloc_done(p, n, MT_SITE(memalign));
-    return p;
+    ALLOCATE(MT_MEMALIGN, memalign, __libc_memalign(align, n), n);
 }
 
 EXPORT void *valloc(size_t n)
 {
-    if (!mt_enter(MT_VALLOC)) return __libc_valloc(n);
-    void *p = __libc_valloc(n);
-    mt_alloc_done(p, n, MT_SITE(valloc));
-    return p;
+    ALLOCATE(MT_VALLOC, valloc, __libc_valloc(n), n);
 }
 
 EXPORT void *pvalloc(size_t n)
 {
-    if (!mt_enter(MT_PVALLOC)) return __libc_pvalloc(n);
-    void *p = __libc_pvalloc(n);
-    mt_alloc_done(p, n, MT_SITE(pvalloc));
-    return p;
+    ALLOCATE(MT_PVALLOC, pvalloc, __libc_pvalloc(n), n);
 }
 
 static char *copy(const char *s, size_t len)
@@ -144,10 +136,13 @@ static char *copy(const char *s, size_t len)
 EXPORT char *strdup(const char *s)
 {
     size_t len = strlen(s);
-    if (!mt_enter(MT_STRDUP)) return copy(s, len);
-    char *p = copy(s, len);
-    mt_alloc_done(p, len + 1, MT_SITE(strdup));
-    return p;
+    ALLOCATE(MT_STRDUP, strdup, copy(s, len), len + 1);
+}
+
+EXPORT char *strndup(const char *s, size_t max)
+{
+    size_t len = strnlen(s, max);
+    ALLOCATE(MT_STRNDUP, strndup, copy(s, len), len + 1);
 }
 
 /* Starts the recorder at load time only in the copy of mtrace.so that is the process's malloc: a
@@ -159,13 +154,4 @@ extern void *mt_own_malloc(size_t)
 __attribute__((constructor)) static void start_if_interposing(void)
 {
     if (dlsym(RTLD_DEFAULT, "malloc") == (void *)mt_own_malloc) mt_start();
-}
-
-EXPORT char *strndup(const char *s, size_t max)
-{
-    size_t len = strnlen(s, max);
-    if (!mt_enter(MT_STRNDUP)) return copy(s, len);
-    char *p = copy(s, len);
-    mt_alloc_done(p, len + 1, MT_SITE(strndup));
-    return p;
 }

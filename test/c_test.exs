@@ -7,9 +7,7 @@ defmodule Mtrace.CTest do
   @dir Path.expand("c", __DIR__)
 
   setup_all do
-    {out, status} = System.cmd("make", ["-C", @dir], stderr_to_stdout: true)
-    assert status == 0, out
-    :ok
+    Mtrace.Test.Helpers.make!(@dir)
   end
 
   for program <- ["recorder_test", "symbols_test"] do

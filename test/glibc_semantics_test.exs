@@ -12,15 +12,7 @@ defmodule Mtrace.GlibcSemanticsTest do
                valloc pvalloc strdup strndup threads)
 
   setup_all do
-    # Serialised with the other modules that build the same directory: no duplicate work.
-    :global.trans({:mtrace_test_glibc_build, self()}, fn ->
-      {out, status} =
-        System.cmd(System.get_env("MAKE", "make"), ["-C", @dir], stderr_to_stdout: true)
-
-      if status != 0, do: raise("building #{@dir} failed:\n" <> out)
-    end)
-
-    :ok
+    Mtrace.Test.Helpers.make!(@dir)
   end
 
   # The test node runs under the preload with its own MTRACE_* settings: children get neither

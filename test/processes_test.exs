@@ -9,15 +9,7 @@ defmodule Mtrace.ProcessesTest do
   @glibc Path.expand("glibc", __DIR__)
 
   setup_all do
-    # Serialised with the other modules that build the same directory: no duplicate work.
-    :global.trans({:mtrace_test_glibc_build, self()}, fn ->
-      {out, status} =
-        System.cmd(System.get_env("MAKE", "make"), ["-C", @glibc], stderr_to_stdout: true)
-
-      if status != 0, do: raise("building #{@glibc} failed:\n" <> out)
-    end)
-
-    :ok
+    Mtrace.Test.Helpers.make!(@glibc)
   end
 
   defp preload, do: [{"LD_PRELOAD", mtrace_so()}]

@@ -290,10 +290,13 @@ defmodule Mtrace.ReportTest do
       run("strace", args, [{"LD_PRELOAD", nil}, {"MTRACE_REPORT_SIGNAL", "USR2"}], cd: dir)
 
     text = File.read!(trace)
-    [main | _] = for [_, tid] <- Regex.scan(~r/^(\d+) kill\(\1, SIGUSR2\)/m, text), do: tid
+
+    # strace pads the pid column (" +"), and splits a call that another thread interrupts (no
+    # closing parenthesis then).
+    [main | _] = for [_, tid] <- Regex.scan(~r/^(\d+) +kill\(\1, SIGUSR2/m, text), do: tid
 
     writers =
-      for [_, tid] <- Regex.scan(~r/^(\d+) openat\(.*\.memlog", O_WRONLY\|O_CREAT/m, text),
+      for [_, tid] <- Regex.scan(~r/^(\d+) +openat\(.*\.memlog", O_WRONLY\|O_CREAT/m, text),
           do: tid
 
     assert length(writers) == 3

@@ -21,6 +21,24 @@ defmodule Mtrace.Test.Helpers do
   def mtrace_so, do: Path.expand("../../priv/mtrace.so", __DIR__)
 
   @doc """
+  Builds a directory of test programs with make ($MAKE, else make), without the preload, one
+  build of a directory at a time across test modules. Raises with make's output on failure.
+  """
+  def make!(dir) do
+    :global.trans({{:mtrace_test_make, dir}, self()}, fn ->
+      {out, status} =
+        System.cmd(System.get_env("MAKE", "make"), ["-C", dir],
+          stderr_to_stdout: true,
+          env: [{"LD_PRELOAD", nil}]
+        )
+
+      if status != 0, do: raise("building #{dir} failed:\n" <> out)
+    end)
+
+    :ok
+  end
+
+  @doc """
   Runs Elixir code in a fresh node that has this project's modules, with env (a nil value
   unsets a variable; LD_PRELOAD is unset unless given). Returns {output, exit_status}.
   """

@@ -11,16 +11,7 @@ defmodule Mtrace.Test.Report do
   def mtrace, do: Path.join(@root, "bin/mtrace")
 
   @doc "Builds the programs (safe to run from several test modules at once)."
-  def build! do
-    {out, status} =
-      System.cmd("make", ["-C", Path.join(@root, "test/report")],
-        stderr_to_stdout: true,
-        env: [{"LD_PRELOAD", nil}]
-      )
-
-    if status != 0, do: raise("building test/report failed:\n" <> out)
-    :ok
-  end
+  def build!, do: Mtrace.Test.Helpers.make!(Path.join(@root, "test/report"))
 
   # Every MTRACE_* variable the tests set, unset unless given: the test node has its own.
   @vars ~w(LD_PRELOAD MTRACE_SLOTS MTRACE_REPORT MTRACE_REPORT_SIGNAL MTRACE_REPORT_TOP
