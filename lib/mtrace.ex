@@ -17,8 +17,9 @@ defmodule Mtrace do
 
   A record that lives on for minutes, with a stack in your NIF, is the leak.
 
-  In a release, add the line from mtrace's `rel/env.sh.eex` to your own `rel/env.sh.eex`; see the
-  README for the environment variables (`MTRACE_SLOTS`, `MTRACE_DEPTH`, ...).
+  In a release, copy the `case` block of mtrace's `rel/env.sh.eex` into your own
+  `rel/env.sh.eex`; see the README for the environment variables (`MTRACE_SLOTS`, `MTRACE_DEPTH`,
+  ...).
   """
 
   alias Mtrace.Nif

@@ -10,6 +10,6 @@ defmodule Mtrace.NotPreloadedError do
   @impl true
   def message(%{path: path}) do
     "mtrace is not this node's allocator: start the node with LD_PRELOAD=#{path} " <>
-      "(in a release, the export line of mtrace's rel/env.sh.eex), the same file the NIF loads"
+      "(in a release, the case block of mtrace's rel/env.sh.eex), the same file the NIF loads"
   end
 end
