@@ -140,16 +140,18 @@ int mt_start(void)
     return __atomic_load_n(&state, __ATOMIC_ACQUIRE) == READY;
 }
 
-int mt_enter(enum mt_kind kind)
+static inline uint32_t tid(void)
 {
-    if (guard) {
-        if (self) bump(&self->s.untraced);
-        return 0;
-    }
-    if (__builtin_expect(__atomic_load_n(&state, __ATOMIC_ACQUIRE) != READY, 0) && !mt_start())
-        return 0;
+    if (__builtin_expect(!tid_cache, 0)) tid_cache = (uint32_t)syscall(SYS_gettid);
+    return tid_cache;
+}
+
+/* The first call of a thread (or of the process): start, claim a counter block. */
+__attribute__((noinline, cold)) static int enter_first(enum mt_kind kind)
+{
+    if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) != READY && !mt_start()) return 0;
     guard = 1;
-    if (__builtin_expect(!self, 0) && !(self = claim_block())) {
+    if (!(self = claim_block())) {
         guard = 0;
         return 0;
     }
@@ -157,10 +159,17 @@ int mt_enter(enum mt_kind kind)
     return 1;
 }
 
-static inline uint32_t tid(void)
+int mt_enter(enum mt_kind kind)
 {
-    if (__builtin_expect(!tid_cache, 0)) tid_cache = (uint32_t)syscall(SYS_gettid);
-    return tid_cache;
+    if (__builtin_expect(guard, 0)) {
+        if (self) bump(&self->s.untraced);
+        return 0;
+    }
+    /* A thread holds a block only once the recorder is ready. */
+    if (__builtin_expect(!self, 0)) return enter_first(kind);
+    guard = 1;
+    bump(&self->s.calls[kind]);
+    return 1;
 }
 
 static void record(void *p, size_t size, const struct mt_site *site)

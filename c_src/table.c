@@ -141,18 +141,21 @@ int mt_table_insert(const struct mt_record *rec, int *replaced)
     return 0;
 }
 
-int mt_table_remove(uintptr_t addr, struct mt_record *out)
+/* The removal proper, once the quick look of mt_table_remove found a candidate. Kept apart so
+ * that the common case does not pay for this loop's registers. */
+__attribute__((noinline)) static int remove_slow(uintptr_t addr, size_t g0, uint8_t t,
+                                                 struct mt_record *out)
 {
-    uint64_t h = hash(addr);
-    size_t g0 = group_of(h);
-    uint8_t t = tag_of(h);
+    const __m128i want = _mm_set1_epi8((char)t), busy = _mm_set1_epi8((char)TAG_BUSY);
     unsigned spins = 0;
-
     for (;;) {
         int held = 0; /* a slot with our address is owned by another thread (a reader) */
         for (size_t w = 0; w < window; w++) {
             size_t g = (g0 + w) & gmask;
-            for (unsigned m = match(g, t); m; m &= m - 1) {
+            __m128i v = _mm_load_si128((const __m128i *)(tags + g * GROUP));
+            unsigned ours = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, want));
+            unsigned owned = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, busy));
+            for (unsigned m = ours; m; m &= m - 1) {
                 size_t s = g * GROUP + (size_t)__builtin_ctz(m);
                 if (addr_at(s) != addr) continue;
                 if (!take(s, t)) {
@@ -168,12 +171,29 @@ int mt_table_remove(uintptr_t addr, struct mt_record *out)
                 give(s, TAG_EMPTY);
                 return 1;
             }
-            for (unsigned m = match(g, TAG_BUSY); m; m &= m - 1)
+            for (unsigned m = owned; m; m &= m - 1)
                 if (addr_at(g * GROUP + (size_t)__builtin_ctz(m)) == addr) held = 1;
         }
         if (!held) return 0;
         pause_briefly(&spins);
     }
+}
+
+int mt_table_remove(uintptr_t addr, struct mt_record *out)
+{
+    uint64_t h = hash(addr);
+    size_t g0 = group_of(h);
+    uint8_t t = tag_of(h);
+    /* Most frees are of blocks without a record (sampled out, dropped, untraced): one pass of
+     * plain loads over the window says so. In a table of fewer groups than the window, a group
+     * is merely looked at twice. */
+    const __m128i want = _mm_set1_epi8((char)t), busy = _mm_set1_epi8((char)TAG_BUSY);
+    __m128i any = _mm_setzero_si128();
+    for (size_t w = 0; w < WINDOW; w++) {
+        __m128i v = _mm_load_si128((const __m128i *)(tags + ((g0 + w) & gmask) * GROUP));
+        any = _mm_or_si128(any, _mm_or_si128(_mm_cmpeq_epi8(v, want), _mm_cmpeq_epi8(v, busy)));
+    }
+    return _mm_movemask_epi8(any) ? remove_slow(addr, g0, t, out) : 0;
 }
 
 size_t mt_table_each(void (*fn)(const struct mt_record *, void *), void *arg)
