@@ -172,23 +172,33 @@ static inline int is_own(uintptr_t ip)
     return (ip >= own[0].lo && ip < own[0].hi) || (ip >= own[1].lo && ip < own[1].hi);
 }
 
-/* Only sound where every frame keeps a frame pointer; each step is checked to stay inside this
- * thread's stack and to move outwards, so a frame without one ends the walk instead of faulting. */
-static int fp_walk(uintptr_t *buf, int max)
+/* Follows the frame-pointer chain from fp, writing each return address (and, when slots is not
+ * NULL, where on the stack it lies), at most max. Only sound where every frame keeps a frame
+ * pointer; each step must stay inside [lo, hi - 16] of this thread's stack and move outwards by
+ * less than 1 MiB, so a frame without one ends the walk instead of faulting (hi - 16, not fp + 16:
+ * a garbage frame pointer near 2^64 would wrap). */
+static int fp_chain(const uintptr_t *fp, uintptr_t lo, uintptr_t hi, uintptr_t *ips,
+                    uintptr_t *slots, int max)
 {
-    const uintptr_t *fp = __builtin_frame_address(0);
-    uintptr_t hi;
     int n = 0;
-    if (!on_stack((uintptr_t)fp, &hi)) return 0;
-    while (n < max && (uintptr_t)fp <= hi - 16 && !((uintptr_t)fp & 7)) {
-        uintptr_t ret = fp[1];
+    while (n < max && (uintptr_t)fp >= lo && (uintptr_t)fp <= hi - 16 && !((uintptr_t)fp & 7) &&
+           fp[1] >= 4096) {
+        ips[n] = fp[1];
+        if (slots) slots[n] = (uintptr_t)(fp + 1);
+        n++;
         const uintptr_t *next = (const uintptr_t *)fp[0];
-        if (ret < 4096) break;
-        buf[n++] = ret;
         if (next <= fp || (uintptr_t)next - (uintptr_t)fp > ((uintptr_t)1 << 20)) break;
         fp = next;
     }
     return n;
+}
+
+static int fp_walk(uintptr_t *buf, int max)
+{
+    const uintptr_t *fp = __builtin_frame_address(0);
+    uintptr_t hi;
+    if (!on_stack((uintptr_t)fp, &hi)) return 0;
+    return fp_chain(fp, (uintptr_t)fp, hi, buf, NULL, max);
 }
 
 #define OWN_FRAMES_MAX 16
@@ -286,16 +296,7 @@ static int walk(const struct mt_site *site, uintptr_t *ips, uintptr_t *slots, in
             fp = next;
         }
         if (fp[1] != site->ret) return 0;
-        for (fp = (const uintptr_t *)fp[0]; n < max; fp = (const uintptr_t *)fp[0]) {
-            /* hi - 16, not fp + 16: a garbage frame pointer near 2^64 would wrap. */
-            if ((uintptr_t)fp < site->sp || (uintptr_t)fp > hi - 16 || ((uintptr_t)fp & 7) ||
-                fp[1] < 4096)
-                break;
-            ips[n] = fp[1];
-            slots[n++] = (uintptr_t)(fp + 1);
-            if ((const uintptr_t *)fp[0] <= fp) break;
-        }
-        return n;
+        return n + fp_chain((const uintptr_t *)fp[0], site->sp, hi, ips + n, slots + n, max - n);
     }
     unw_context_t uc;
     unw_cursor_t cur;
