@@ -201,35 +201,26 @@ void mt_alloc_done(void *p, size_t size, struct mt_site site)
     guard = 0;
 }
 
-/* mt_forget for reports (account.h): the record is needed for its size and site. */
-static void forget_counted(void *p)
+/* Removes p's record into *old before p is released (free or realloc), counting a free without
+ * one, and takes p's bytes off the totals when reports keep them. Returns 1 when p had a record. */
+static int drop(void *p, struct mt_record *old)
 {
-    struct mt_record r;
-    if (!p) return;
-    int had = mt_table_remove((uintptr_t)p, &r);
+    int had = mt_table_remove((uintptr_t)p, old);
     if (!had) bump(&self->s.untracked_frees);
-    mt_account_free(p, had ? &r : NULL);
+    if (MT_ACCOUNTING) mt_account_free(p, had ? old : NULL);
+    return had;
 }
 
 void mt_forget(void *p)
 {
-    if (MT_ACCOUNTING)
-        forget_counted(p);
-    else if (p && !mt_table_remove((uintptr_t)p, NULL))
-        bump(&self->s.untracked_frees);
+    struct mt_record old;
+    if (p) drop(p, &old);
     guard = 0;
 }
 
 int mt_take(void *p, struct mt_record *old)
 {
-    if (!p) return 0;
-    if (mt_table_remove((uintptr_t)p, old)) {
-        if (MT_ACCOUNTING) mt_account_free(p, old);
-        return 1;
-    }
-    bump(&self->s.untracked_frees);
-    if (MT_ACCOUNTING) mt_account_free(p, NULL);
-    return 0;
+    return p ? drop(p, old) : 0;
 }
 
 void mt_realloc_done(void *q, size_t size, struct mt_site site, int keep_old,
