@@ -157,13 +157,6 @@ static void row(struct mt_out *o, const char *event, const struct block *b, uint
     mt_out_str(o, "\"\r\n");
 }
 
-static uint64_t ns_of(clockid_t clock)
-{
-    struct timespec ts;
-    clock_gettime(clock, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 void mt_csv_pass(const char *prog)
 {
     char path[PATH_MAX];
@@ -175,8 +168,8 @@ void mt_csv_pass(const char *prog)
     }
     /* Records carry CLOCK_MONOTONIC_COARSE times; rows carry wall-clock ones, through one offset
      * taken at the first pass, so that a block's allocation time reads the same in every row. */
-    uint64_t mono = ns_of(CLOCK_MONOTONIC_COARSE);
-    if (!wall_offset) wall_offset = ns_of(CLOCK_REALTIME) - mono;
+    uint64_t mono = mt_now_ns(CLOCK_MONOTONIC_COARSE);
+    if (!wall_offset) wall_offset = mt_now_ns(CLOCK_REALTIME) - mono;
     uint64_t wall = mono + wall_offset;
     uint64_t age = (uint64_t)mt_config.csv_age * 1000000000u;
     struct blocks now = {.cutoff_ns = mono > age ? mono - age : 0};

@@ -45,13 +45,6 @@ static ERL_NIF_TERM make_string(ErlNifEnv *env, const char *s)
     return t;
 }
 
-static uint64_t now_ns(clockid_t clock)
-{
-    struct timespec ts;
-    clock_gettime(clock, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* A max-heap on age order keeps the `cap` oldest records seen so far: its root is the youngest
  * of them, the one a still older record replaces. */
 struct oldest {
@@ -138,13 +131,13 @@ static ERL_NIF_TERM olds(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         sift_down(o.r, n - 1, 0);
     }
 
-    uint64_t now = now_ns(CLOCK_MONOTONIC_COARSE);
+    uint64_t now = mt_now_ns(CLOCK_MONOTONIC_COARSE);
     ERL_NIF_TERM *items = enif_alloc((o.n ? o.n : 1) * sizeof *items);
     for (size_t i = 0; i < o.n; i++) {
         const struct mt_record *r = &o.r[i];
-        uint64_t t0 = now_ns(CLOCK_MONOTONIC);
+        uint64_t t0 = mt_now_ns(CLOCK_MONOTONIC);
         ERL_NIF_TERM stack = make_stack(env, r->stack, demangle);
-        uint64_t spent = now_ns(CLOCK_MONOTONIC) - t0;
+        uint64_t spent = mt_now_ns(CLOCK_MONOTONIC) - t0;
         uint64_t age = now > r->time_ns ? now - r->time_ns : 0;
         ERL_NIF_TERM tuple[5] = {
             enif_make_double(env, (double)age / 1e9),

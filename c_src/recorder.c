@@ -176,12 +176,10 @@ static void record(void *p, size_t size, const struct mt_site *site)
 {
     uint32_t id = mt_stack_id(self->cache, site);
     if (!id) bump(&self->s.stacks_dropped);
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
     struct mt_record r = {
         .addr = (uintptr_t)p,
         .size = size,
-        .time_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec,
+        .time_ns = mt_now_ns(CLOCK_MONOTONIC_COARSE),
         .stack = id,
         .tid = tid(),
     };

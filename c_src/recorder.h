@@ -21,6 +21,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "stack.h"
 #include "table.h"
@@ -91,5 +92,14 @@ struct mt_stats {
 };
 
 void mt_stats_read(struct mt_stats *out);
+
+/* A clock read in nanoseconds (the vDSO: no system call, no allocation; any thread). Records are
+ * stamped with CLOCK_MONOTONIC_COARSE, whose resolution is a few milliseconds. */
+static inline uint64_t mt_now_ns(clockid_t clock)
+{
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 #endif

@@ -125,9 +125,7 @@ static void csv_pass(void)
 
 static uint64_t now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    return mt_now_ns(CLOCK_MONOTONIC) / 1000000u;
 }
 
 static void *worker(void *arg)
