@@ -23,6 +23,12 @@
  *   subtracts from the site that made the block, so a site's alloc - free is its net growth.
  *   Readers take the difference of two reads (a failed realloc undoes its free, so a count may
  *   also step back).
+ * - Sampling (MTRACE_SAMPLE=N): a block of s bytes is recorded with probability p = 1 - e^(-s/N)
+ *   (recorder.c). Each record then stands for 1/p blocks and s/p bytes, its weight (mt_weigh),
+ *   and tallies add weights, so a site's figures are unbiased estimates. Tallied blocks are in
+ *   1/MT_ONE units, since 1/p is rarely whole; without sampling a block weighs exactly MT_ONE
+ *   and its size. The live totals and peak add weights too; an unsampled block touches nothing
+ *   here, which also keeps the shared counters off the sampling mode's common path.
  * - Resources recorded through the C API (mtrace_track) carry MT_TRACK_BIT in their key; they
  *   have their own totals and are not heap.
  */
@@ -38,10 +44,21 @@
 /* Tracked keys live above every user-space address, so they never meet a heap block's. */
 #define MT_TRACK_BIT ((uintptr_t)1 << 63)
 
+#define MT_ONE 1024
+
 struct mt_tally {
-    uint64_t alloc_bytes, alloc_blocks, free_bytes, free_blocks;
+    uint64_t alloc_bytes, alloc_blocks, free_bytes, free_blocks; /* blocks in 1/MT_ONE units */
 };
 
+struct mt_weight {
+    uint64_t bytes, blocks; /* blocks in 1/MT_ONE units */
+};
+
+/* What record r stands for (a tracked resource is never sampled); pure, any thread
+ * (recorder.c). */
+struct mt_weight mt_weigh(const struct mt_record *r);
+
+/* Blocks in 1/MT_ONE units, bytes whole; with sampling, estimates (see above). */
 struct mt_account {
     int64_t live_bytes, live_blocks, peak_bytes; /* heap, tabled or not */
     int64_t untabled_bytes, untabled_blocks;     /* the part of live the table has no record of */
@@ -76,14 +93,36 @@ static inline void mt_account_init(void)
         mt_account.tally = t;
 }
 
-static inline void mt_account_heap(int64_t bytes, int64_t blocks)
+static inline void mt_account_heap(int64_t bytes, int64_t units)
 {
     int64_t now = __atomic_add_fetch(&mt_account.live_bytes, bytes, __ATOMIC_RELAXED);
-    mt_account_add(&mt_account.live_blocks, blocks);
+    mt_account_add(&mt_account.live_blocks, units);
     int64_t peak = __atomic_load_n(&mt_account.peak_bytes, __ATOMIC_RELAXED);
     while (now > peak && !__atomic_compare_exchange_n(&mt_account.peak_bytes, &peak, now, 1,
                                                       __ATOMIC_RELAXED, __ATOMIC_RELAXED))
         ;
+}
+
+/* Adds sign (+1 or -1) times w to a tally's pair of counters (unsigned: -1 wraps, as intended). */
+static inline void mt_tally_weight(uint64_t *bytes, uint64_t *blocks, struct mt_weight w, int sign)
+{
+    mt_tally_add(bytes, (uint64_t)sign * w.bytes);
+    mt_tally_add(blocks, (uint64_t)sign * w.blocks);
+}
+
+/* Adds sign times w, the weight of record r, to the live totals (heap or tracked). */
+static inline void mt_account_live(const struct mt_record *r, struct mt_weight w, int sign)
+{
+    int64_t bytes = sign * (int64_t)w.bytes, units = sign * (int64_t)w.blocks;
+    if (r->addr & MT_TRACK_BIT) {
+        mt_account_add(&mt_account.tracked_bytes, bytes);
+        mt_account_add(&mt_account.tracked_blocks, units);
+    } else if (sign > 0) {
+        mt_account_heap(bytes, units);
+    } else {
+        mt_account_add(&mt_account.live_bytes, bytes);
+        mt_account_add(&mt_account.live_blocks, units);
+    }
 }
 
 /* After an insert of r (stored: it found a slot). */
@@ -91,21 +130,17 @@ static inline void mt_account_alloc(const struct mt_record *r, int stored)
 {
     if (stored) {
         struct mt_tally *t = &mt_account.tally[r->stack];
-        mt_tally_add(&t->alloc_bytes, r->size);
-        mt_tally_add(&t->alloc_blocks, 1);
-    }
-    if (r->addr & MT_TRACK_BIT) {
-        if (stored) {
-            mt_account_add(&mt_account.tracked_bytes, (int64_t)r->size);
-            mt_account_add(&mt_account.tracked_blocks, 1);
-        }
+        struct mt_weight w = mt_weigh(r);
+        mt_tally_weight(&t->alloc_bytes, &t->alloc_blocks, w, 1);
+        mt_account_live(r, w, 1);
         return;
     }
-    if (!stored) {
-        mt_account_add(&mt_account.untabled_bytes, (int64_t)r->size);
-        mt_account_add(&mt_account.untabled_blocks, 1);
-    }
-    mt_account_heap((int64_t)r->size, 1);
+    /* With sampling, a free of a dropped block cannot be told from a free of an unsampled one:
+     * estimates are made of records alone, and the drop is counted (stats, report). */
+    if ((r->addr & MT_TRACK_BIT) || mt_config.sample) return;
+    mt_account_add(&mt_account.untabled_bytes, (int64_t)r->size);
+    mt_account_add(&mt_account.untabled_blocks, 1);
+    mt_account_heap((int64_t)r->size, MT_ONE);
 }
 
 /* Before the real free of p: r is the record removed for it, or NULL when it had none. */
@@ -113,18 +148,12 @@ static inline void mt_account_free(void *p, const struct mt_record *r)
 {
     if (r) {
         struct mt_tally *t = &mt_account.tally[r->stack];
-        mt_tally_add(&t->free_bytes, r->size);
-        mt_tally_add(&t->free_blocks, 1);
-        if (r->addr & MT_TRACK_BIT) {
-            mt_account_add(&mt_account.tracked_bytes, -(int64_t)r->size);
-            mt_account_add(&mt_account.tracked_blocks, -1);
-        } else {
-            mt_account_add(&mt_account.live_bytes, -(int64_t)r->size);
-            mt_account_add(&mt_account.live_blocks, -1);
-        }
+        struct mt_weight w = mt_weigh(r);
+        mt_tally_weight(&t->free_bytes, &t->free_blocks, w, 1);
+        mt_account_live(r, w, -1);
         return;
     }
-    if ((uintptr_t)p & MT_TRACK_BIT) return;
+    if (((uintptr_t)p & MT_TRACK_BIT) || mt_config.sample) return;
     int64_t n = __atomic_load_n(&mt_account.untabled_blocks, __ATOMIC_RELAXED);
     while (n > 0 && !__atomic_compare_exchange_n(&mt_account.untabled_blocks, &n, n - 1, 1,
                                                  __ATOMIC_RELAXED, __ATOMIC_RELAXED))
@@ -133,30 +162,22 @@ static inline void mt_account_free(void *p, const struct mt_record *r)
     int64_t bytes = __atomic_load_n(&mt_account.untabled_bytes, __ATOMIC_RELAXED) / n;
     mt_account_add(&mt_account.untabled_bytes, -bytes);
     mt_account_add(&mt_account.live_bytes, -bytes);
-    mt_account_add(&mt_account.live_blocks, -1);
+    mt_account_add(&mt_account.live_blocks, -MT_ONE);
 }
 
 /* A failed realloc put old back, stored or not (no slot left): its free is undone. */
 static inline void mt_account_restore(const struct mt_record *old, int stored)
 {
     if (!stored) {
-        /* Live again but without a record: untabled from now on. Its site keeps the free it
-         * saw, since the block's real free will not reach the site any more. */
-        if (old->addr & MT_TRACK_BIT) return;
-        mt_account_add(&mt_account.untabled_bytes, (int64_t)old->size);
-        mt_account_add(&mt_account.untabled_blocks, 1);
-        mt_account_heap((int64_t)old->size, 1);
+        /* Live again but without a record, like a drop. Its site keeps the free it saw, since
+         * the block's real free will not reach the site any more. */
+        mt_account_alloc(old, 0);
         return;
     }
     struct mt_tally *t = &mt_account.tally[old->stack];
-    __atomic_fetch_sub(&t->free_bytes, old->size, __ATOMIC_RELAXED);
-    __atomic_fetch_sub(&t->free_blocks, 1, __ATOMIC_RELAXED);
-    if (old->addr & MT_TRACK_BIT) {
-        mt_account_add(&mt_account.tracked_bytes, (int64_t)old->size);
-        mt_account_add(&mt_account.tracked_blocks, 1);
-    } else {
-        mt_account_heap((int64_t)old->size, 1);
-    }
+    struct mt_weight w = mt_weigh(old);
+    mt_tally_weight(&t->free_bytes, &t->free_blocks, w, -1);
+    mt_account_live(old, w, 1);
 }
 
 #endif

@@ -17,7 +17,7 @@ all: $(LIB)
 $(LIB): $(OBJS) mtrace.version
 	mkdir -p ../priv
 	$(CC) -shared -o $(LIB).tmp $(OBJS) -Wl,--version-script=mtrace.version -Wl,-z,defs \
-		$(UNWIND_LIBS) $(IBERTY_LIBS) -ldl -lpthread $(LDFLAGS)
+		$(UNWIND_LIBS) $(IBERTY_LIBS) -lm -ldl -lpthread $(LDFLAGS)
 	mv $(LIB).tmp $(LIB)
 
 $(OBJS): $(HDRS) makevars.mk

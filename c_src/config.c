@@ -120,6 +120,7 @@ void mt_config_load(void)
     load_size("MTRACE_DEPTH", 2, MT_DEPTH_MAX, &depth);
     load_size("MTRACE_STACKS", 16, (size_t)1 << 26, &mt_config.stacks);
     mt_config.depth = (int)depth;
+    load_size("MTRACE_SAMPLE", 0, (size_t)1 << 40, &mt_config.sample);
 
     const char *u = getenv("MTRACE_UNWIND");
     if (u && strcmp(u, "fp") == 0)

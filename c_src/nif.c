@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "account.h"
 #include "config.h"
 #include "recorder.h"
 #include "stack.h"
@@ -155,7 +156,21 @@ static ERL_NIF_TERM olds(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     return list;
 }
 
-#define STAT_KEYS (MT_KINDS + 17)
+#define STAT_KEYS (MT_KINDS + 22)
+
+/* The live heap the records stand for: their sizes, or with sampling their weights. */
+struct live {
+    uint64_t bytes, units;
+};
+
+static void add_live(const struct mt_record *r, void *arg)
+{
+    struct live *l = arg;
+    if (r->addr & MT_TRACK_BIT) return;
+    struct mt_weight w = mt_weigh(r);
+    l->bytes += w.bytes;
+    l->units += w.blocks;
+}
 
 static ERL_NIF_TERM stats(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
@@ -166,6 +181,8 @@ static ERL_NIF_TERM stats(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     int active = mt_active();
     if (active) mt_stats_read(&s);
     struct mallinfo2 mi = mallinfo2();
+    struct live live = {0};
+    if (active) mt_table_each(add_live, &live);
 
     ERL_NIF_TERM keys[STAT_KEYS], vals[STAT_KEYS];
     unsigned k = 0;
@@ -191,6 +208,11 @@ static ERL_NIF_TERM stats(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     PUT("preloaded", active ? atom_true : atom_false);
     PUT_U("slots", active ? mt_table_slots() : 0);
     PUT_U("records", active ? mt_table_count() : 0);
+    PUT_U("live_bytes", live.bytes);
+    PUT_U("live_blocks", (live.units + MT_ONE / 2) / MT_ONE);
+    PUT("estimated", active && mt_config.sample ? atom_true : atom_false);
+    PUT_U("sample_bytes", active ? mt_config.sample : 0);
+    PUT_U("sampled", s.sampled);
     PUT_U("dropped", s.dropped);
     PUT_U("depth", mt_config.depth);
     PUT("unwind", enif_make_atom(env, mt_config.unwind == MT_UNWIND_FP ? "fp" : "libunwind"));

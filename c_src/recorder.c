@@ -9,6 +9,7 @@
 #include "recorder.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <sys/mman.h>
@@ -47,6 +48,10 @@ static int have_exit_key;
 static TLS struct block *self;
 static TLS int guard;
 static TLS uint32_t tid_cache;
+/* Sampling: bytes this thread may still allocate before the next sampled one, and the state of
+ * its random numbers (0 until the thread's first allocation seeds it). */
+static TLS int64_t sample_left;
+static TLS uint64_t rng;
 
 /* A thread past its TLS destructors still allocates and frees (glibc's own cleanup runs after
  * them). It shares this block, counting atomically, rather than claim one that no destructor would
@@ -103,6 +108,7 @@ static struct block *claim_block(void)
 static void after_fork_child(void)
 {
     tid_cache = 0;
+    rng = 0; /* the child would otherwise sample exactly as its parent does */
     mt_table_after_fork();
     mt_stack_fork_child();
 }
@@ -191,12 +197,67 @@ static void record(void *p, size_t size, const struct mt_site *site)
     if (MT_ACCOUNTING) mt_account_alloc(&r, stored);
 }
 
-void mt_alloc_done(void *p, size_t size, struct mt_site site)
+/* An exponential draw of mean mt_config.sample, rounded up: a geometric count of bytes, so the
+ * countdown stays memoryless and every block of s bytes is sampled with p = 1 - e^(-s/N)
+ * whatever came before it. */
+static int64_t next_interval(void)
+{
+    rng ^= rng >> 12;
+    rng ^= rng << 25;
+    rng ^= rng >> 27;
+    double u = (double)((rng * 0x2545F4914F6CDD1Dull) >> 11 | 1) * 0x1p-53; /* in (0, 1) */
+    return (int64_t)ceil(-log(u) * (double)mt_config.sample);
+}
+
+__attribute__((noinline, cold)) static int sample_slow(size_t size)
 {
     int e = errno;
-    if (p) record(p, size, &site);
+    int fresh = !rng;
+    if (fresh) {
+        rng = mt_now_ns(CLOCK_MONOTONIC) ^ ((uint64_t)tid() << 32) ^ (uintptr_t)&rng;
+        if (!rng) rng = 1;
+        sample_left = next_interval() - (int64_t)size;
+    }
+    int hit = !fresh || sample_left <= 0;
+    if (hit) {
+        sample_left = next_interval();
+        bump(&self->s.sampled);
+    }
     errno = e;
+    return hit;
+}
+
+/* Whether the block of size bytes is to be recorded. Sizes are those of blocks that exist, far
+ * below 2^63. */
+static inline int sampled(size_t size)
+{
+    if (!mt_config.sample) return 1;
+    sample_left -= (int64_t)size;
+    return sample_left > 0 ? 0 : sample_slow(size);
+}
+
+/* A tracked resource is never sampled: the program asked for it by name. */
+static inline void allocated(void *p, size_t size, const struct mt_site *site)
+{
+    if (((uintptr_t)p & MT_TRACK_BIT) || sampled(size)) {
+        int e = errno;
+        record(p, size, site);
+        errno = e;
+    }
+}
+
+void mt_alloc_done(void *p, size_t size, struct mt_site site)
+{
+    if (p) allocated(p, size, &site);
     guard = 0;
+}
+
+struct mt_weight mt_weigh(const struct mt_record *r)
+{
+    if (!mt_config.sample || (r->addr & MT_TRACK_BIT)) return (struct mt_weight){r->size, MT_ONE};
+    double p = -expm1(-(double)r->size / (double)mt_config.sample);
+    if (p <= 0) return (struct mt_weight){0, 0};
+    return (struct mt_weight){(uint64_t)llround((double)r->size / p), (uint64_t)llround(MT_ONE / p)};
 }
 
 /* Removes p's record into *old before p is released (free or realloc), counting a free without
@@ -224,16 +285,14 @@ int mt_take(void *p, struct mt_record *old)
 void mt_realloc_done(void *q, size_t size, struct mt_site site, int keep_old,
                      const struct mt_record *old)
 {
-    int e = errno;
     int replaced;
     if (q)
-        record(q, size, &site);
+        allocated(q, size, &site);
     else if (keep_old) {
         int stored = mt_table_insert(old, &replaced);
         if (!stored) bump(&self->s.dropped);
         if (MT_ACCOUNTING) mt_account_restore(old, stored);
     }
-    errno = e;
     guard = 0;
 }
 

@@ -89,6 +89,7 @@ struct mt_stats {
     uint64_t stacks_dropped;  /* allocations recorded without a stack: the stack table was full */
     uint64_t stale_replaced;  /* records replaced because their address was allocated again */
     uint64_t untracked_frees; /* frees of pointers with no record (dropped or untraced blocks) */
+    uint64_t sampled;         /* allocations chosen by sampling (MTRACE_SAMPLE), 0 without it */
 };
 
 void mt_stats_read(struct mt_stats *out);

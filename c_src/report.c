@@ -101,23 +101,25 @@ static struct site site_of(uint32_t id)
 }
 
 struct gather {
-    int64_t *per_id; /* bytes and blocks, by stack id */
+    int64_t *per_id; /* bytes and blocks, by stack id; blocks here in 1/MT_ONE units */
     size_t ids;
     int64_t heap_bytes, heap_blocks, tracked_bytes, tracked_blocks;
 };
 
+/* Per site, weights (account.h): the estimate a sampled record stands for. */
 static void gather_live(const struct mt_record *r, void *arg)
 {
     struct gather *g = arg;
     size_t id = r->stack < g->ids ? r->stack : 0;
-    g->per_id[2 * id] += (int64_t)r->size;
-    g->per_id[2 * id + 1]++;
+    struct mt_weight w = mt_weigh(r);
+    g->per_id[2 * id] += (int64_t)w.bytes;
+    g->per_id[2 * id + 1] += (int64_t)w.blocks;
     if (r->addr & MT_TRACK_BIT) {
-        g->tracked_bytes += (int64_t)r->size;
-        g->tracked_blocks++;
+        g->tracked_bytes += (int64_t)w.bytes;
+        g->tracked_blocks += (int64_t)w.blocks;
     } else {
-        g->heap_bytes += (int64_t)r->size;
-        g->heap_blocks++;
+        g->heap_bytes += (int64_t)w.bytes;
+        g->heap_blocks += (int64_t)w.blocks;
     }
 }
 
@@ -134,21 +136,29 @@ static void amount(struct mt_out *o, const char *label, int64_t bytes, int64_t b
     if (blocks != 1 && blocks != -1) mt_out_str(o, "s");
 }
 
+/* Whole blocks from 1/MT_ONE units (account.h), rounded to the nearest. */
+static int64_t blocks_of(int64_t units)
+{
+    return (units + (units < 0 ? -MT_ONE / 2 : MT_ONE / 2)) / MT_ONE;
+}
+
 static int64_t load(const int64_t *c)
 {
     return __atomic_load_n(c, __ATOMIC_RELAXED);
 }
 
 /* Totals come from the accounting when it is on (every block counted, peak kept), else from
- * the records of a live report's scan. */
+ * the records of a live report's scan (estimates, when sampling). */
 static void summary(struct mt_out *o, const struct mt_report_req *req, const struct gather *g)
 {
     struct mt_stats st;
     mt_stats_read(&st);
     int counted = mt_config.account;
-    amount(o, req->at_exit ? "  leaked at exit: " : "  live heap: ",
-           counted ? load(&mt_account.live_bytes) : g->heap_bytes,
-           counted ? load(&mt_account.live_blocks) : g->heap_blocks, "block", 0);
+    const char *estimated = mt_config.sample ? " (estimated)" : "";
+    mt_out_str(o, req->at_exit ? "  leaked at exit" : "  live heap");
+    mt_out_str(o, estimated);
+    amount(o, ": ", counted ? load(&mt_account.live_bytes) : g->heap_bytes,
+           blocks_of(counted ? load(&mt_account.live_blocks) : g->heap_blocks), "block", 0);
     mt_out_str(o, "\n");
     if (counted && load(&mt_account.untabled_blocks) > 0) {
         amount(o, "    of which without a record (table full; see MTRACE_SLOTS): ",
@@ -156,7 +166,9 @@ static void summary(struct mt_out *o, const struct mt_report_req *req, const str
         mt_out_str(o, "\n");
     }
     if (counted) {
-        mt_out_str(o, "  peak live heap: ");
+        mt_out_str(o, "  peak live heap");
+        mt_out_str(o, estimated);
+        mt_out_str(o, ": ");
         mt_out_i64(o, load(&mt_account.peak_bytes), 0);
         mt_out_str(o, " bytes\n");
     } else {
@@ -165,7 +177,8 @@ static void summary(struct mt_out *o, const struct mt_report_req *req, const str
     if (st.calls[MT_TRACK]) {
         amount(o, "  tracked (mtrace_track): ",
                counted ? load(&mt_account.tracked_bytes) : g->tracked_bytes,
-               counted ? load(&mt_account.tracked_blocks) : g->tracked_blocks, "resource", 0);
+               blocks_of(counted ? load(&mt_account.tracked_blocks) : g->tracked_blocks),
+               "resource", 0);
         mt_out_str(o, "\n");
     }
     mt_out_str(o, "  calls:");
@@ -174,6 +187,13 @@ static void summary(struct mt_out *o, const struct mt_report_req *req, const str
         mt_out_str(o, mt_kind_names[k]);
         mt_out_str(o, " ");
         mt_out_u64(o, st.calls[k]);
+    }
+    if (mt_config.sample) {
+        mt_out_str(o, "\n  sampled: ");
+        mt_out_u64(o, st.sampled);
+        mt_out_str(o, " allocations, about one per ");
+        mt_out_u64(o, mt_config.sample);
+        mt_out_str(o, " bytes (MTRACE_SAMPLE); figures by call site are estimates");
     }
     mt_out_str(o, "\n  dropped: ");
     mt_out_u64(o, st.dropped);
@@ -218,7 +238,7 @@ static size_t live_sites(struct site *sites, size_t ids, const struct gather *g)
         if (!g->per_id[2 * id + 1]) continue;
         sites[n] = site_of((uint32_t)id);
         sites[n].bytes = g->per_id[2 * id];
-        sites[n++].blocks = g->per_id[2 * id + 1];
+        sites[n++].blocks = blocks_of(g->per_id[2 * id + 1]);
     }
     return n;
 }
@@ -240,11 +260,12 @@ static size_t changed_sites(struct site *sites, size_t ids, struct mt_tally *bas
         };
         struct site s = site_of((uint32_t)id);
         s.ab = now.alloc_bytes - base[id].alloc_bytes;
-        s.an = now.alloc_blocks - base[id].alloc_blocks;
+        s.an = (uint64_t)blocks_of((int64_t)(now.alloc_blocks - base[id].alloc_blocks));
         s.fb = now.free_bytes - base[id].free_bytes;
-        s.fn = now.free_blocks - base[id].free_blocks;
+        s.fn = (uint64_t)blocks_of((int64_t)(now.free_blocks - base[id].free_blocks));
         s.bytes = (int64_t)(s.ab - s.fb);
-        s.blocks = (int64_t)(s.an - s.fn);
+        s.blocks = blocks_of((int64_t)(now.alloc_blocks - base[id].alloc_blocks) -
+                             (int64_t)(now.free_blocks - base[id].free_blocks));
         if (advance) base[id] = now;
         add(all, &s);
         if (s.bytes || s.blocks) sites[n++] = s;
@@ -275,6 +296,7 @@ static void sites_header(struct mt_out *o, const struct mt_report_req *req, cons
     if (req->base) {
         mt_out_str(o, "changes since ");
         mt_out_str(o, req->since);
+        if (mt_config.sample) mt_out_str(o, " (estimated)");
         amount(o, ": allocated ", (int64_t)all->ab, (int64_t)all->an, "block", 0);
         amount(o, ", freed ", (int64_t)all->fb, (int64_t)all->fn, "block", 0);
         amount(o, ", net ", all->bytes, all->blocks, "block", 1);
@@ -287,7 +309,10 @@ static void sites_header(struct mt_out *o, const struct mt_report_req *req, cons
         mt_out_str(o, req->at_exit ? "leaks: none\n" : "live blocks: none\n");
         return;
     } else {
-        amount(o, req->at_exit ? "leaks: " : "live: ", all->bytes, all->blocks, "block", 0);
+        amount(o,
+               mt_config.sample ? (req->at_exit ? "leaks (estimated): " : "live (estimated): ")
+                                : (req->at_exit ? "leaks: " : "live: "),
+               all->bytes, all->blocks, "block", 0);
         mt_out_str(o, " by call site, largest first (");
     }
     mt_out_u64(o, n);

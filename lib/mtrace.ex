@@ -108,6 +108,13 @@ defmodule Mtrace do
       is 0 and `olds/2` raises).
     * `:slots`, `:records`, `:depth`, `:unwind` - table size, records held now, frames kept per
       stack, unwinder (`:libunwind` or `:fp`).
+    * `:live_bytes`, `:live_blocks`, `:estimated` - the live heap the records stand for. Without
+      sampling (`estimated: false`) the sums of the records; with it, estimates: each record of
+      `s` bytes counts as `s/p` bytes and `1/p` blocks, `p` being its chance to be sampled.
+    * `:sample_bytes`, `:sampled` - `MTRACE_SAMPLE`, the mean number of bytes allocated between
+      two recorded allocations (0: every allocation is recorded), and how many were chosen.
+      `olds/2` then lists sampled blocks only; a block of `s` bytes is sampled with probability
+      `1 - exp(-s / sample_bytes)`, so blocks much larger than the interval are all seen.
     * `:dropped` - allocations not recorded because their part of the table was full.
     * `:stacks`, `:stack_bytes`, `:stacks_dropped` - distinct stacks interned, their memory, and
       allocations recorded without a stack because the stack table was full.

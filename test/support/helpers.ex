@@ -46,7 +46,9 @@ defmodule Mtrace.Test.Helpers do
     ebin = Path.join(:code.lib_dir(:mtrace), "ebin")
 
     env =
-      %{"LD_PRELOAD" => nil, "MTRACE_SLOTS" => nil} |> Map.merge(Map.new(env)) |> Map.to_list()
+      %{"LD_PRELOAD" => nil, "MTRACE_SLOTS" => nil, "MTRACE_SAMPLE" => nil}
+      |> Map.merge(Map.new(env))
+      |> Map.to_list()
 
     System.cmd("timeout", ["120", "elixir", "-pa", ebin, "-e", code],
       env: env,

@@ -14,9 +14,9 @@ defmodule Mtrace.Test.Report do
   def build!, do: Mtrace.Test.Helpers.make!(Path.join(@root, "test/report"))
 
   # Every MTRACE_* variable the tests set, unset unless given: the test node has its own.
-  @vars ~w(LD_PRELOAD MTRACE_SLOTS MTRACE_REPORT MTRACE_REPORT_SIGNAL MTRACE_REPORT_TOP
-           MTRACE_REPORT_DEPTH MTRACE_CSV MTRACE_CSV_AGE MTRACE_CSV_PERIOD MTRACE_CSV_MAX
-           MTRACE_FORK)
+  @vars ~w(LD_PRELOAD MTRACE_SLOTS MTRACE_SAMPLE MTRACE_REPORT MTRACE_REPORT_SIGNAL
+           MTRACE_REPORT_TOP MTRACE_REPORT_DEPTH MTRACE_CSV MTRACE_CSV_AGE MTRACE_CSV_PERIOD
+           MTRACE_CSV_MAX MTRACE_FORK)
 
   @doc """
   Runs program with args and env (a nil value unsets; LD_PRELOAD defaults to the library, give
@@ -66,8 +66,14 @@ defmodule Mtrace.Test.Report do
       prog: prog,
       pid: String.to_integer(pid),
       title: rest,
-      live: amount(text, ~r/^  (?:leaked at exit|live heap): (\d+) bytes in (\d+) blocks?$/m),
-      peak: number(text, ~r/^  peak live heap: (\d+) bytes$/m),
+      live:
+        amount(
+          text,
+          ~r/^  (?:leaked at exit|live heap)(?: \(estimated\))?: (\d+) bytes in (\d+) blocks?$/m
+        ),
+      peak: number(text, ~r/^  peak live heap(?: \(estimated\))?: (\d+) bytes$/m),
+      estimated: text =~ ~r/^  (?:leaked at exit|live heap) \(estimated\): /m,
+      sampled: number(text, ~r/^  sampled: (\d+) allocations, about one per \d+ bytes/m),
       tracked: amount(text, ~r/^  tracked \(mtrace_track\): (\d+) bytes in (\d+) resources?$/m),
       calls: calls(text),
       dropped: number(text, ~r/^  dropped: (\d+) allocations/m),

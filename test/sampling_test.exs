@@ -1,0 +1,142 @@
+defmodule Mtrace.SamplingTest do
+  # The sampling mode (MTRACE_SAMPLE=N): about one allocation per N bytes is recorded, each
+  # standing for 1/p blocks and size/p bytes (p = 1 - e^(-size/N)). These tests check that the
+  # estimates are honest: large blocks are always seen and counted exactly, small ones are
+  # estimated without bias, the same leaking sites are found as without sampling, churn that
+  # frees everything leaves nothing, and both reports and stats/0 say that they are estimates.
+  use ExUnit.Case, async: true
+  import Mtrace.Test.Report
+  import Mtrace.Test.Helpers, only: [run_node: 2, mtrace_so: 0]
+
+  @moduletag timeout: 180_000
+
+  setup_all do
+    build!()
+  end
+
+  # What test/report/sampled.c leaks: {function, bytes, blocks}.
+  @big {"big_leaks", 16 * 1_048_576, 16}
+  @medium {"medium_leaks", 1000 * 8192, 1000}
+  @small {"small_leaks", 50_000 * 100, 50_000}
+  @sample 16_384
+
+  defp report(dir, env) do
+    File.mkdir_p!(dir)
+    {out, 0} = run(bin("sampled"), [], [{"MTRACE_REPORT", Path.join(dir, "%p.txt")} | env])
+    assert out == "sampled: done\n"
+    [file] = Path.wildcard(Path.join(dir, "*.txt"))
+    report!(File.read!(file))
+  end
+
+  defp own_sites(r) do
+    r.sites
+    |> Enum.filter(fn site -> "main" in names(site) end)
+    |> Map.new(fn site -> {Enum.at(names(site), 1), site} end)
+  end
+
+  # The estimate's relative standard deviation is about sqrt(N / bytes): 6% for the small site,
+  # 4% for the medium one. 25% is more than four of them.
+  defp close?(estimate, truth), do: abs(estimate - truth) <= 0.25 * truth
+
+  @tag :tmp_dir
+  test "the exit report estimates each site without bias and sees every large block",
+       %{tmp_dir: dir} do
+    exact = report(Path.join(dir, "exact"), [{"MTRACE_SLOTS", "131072"}])
+    sampled = report(Path.join(dir, "sampled"), [{"MTRACE_SAMPLE", "#{@sample}"}])
+
+    # The same leaking sites, and churn nowhere: it freed every block it made.
+    assert Map.keys(own_sites(sampled)) == Map.keys(own_sites(exact))
+    assert Map.keys(own_sites(exact)) == Enum.sort(["big_leaks", "medium_leaks", "small_leaks"])
+    refute Enum.any?(sampled.sites, &("churn" in names(&1)))
+
+    # A 1 MiB block is sampled with p = 1 - e^-64: all of them, each weighing exactly itself.
+    {fun, bytes, blocks} = @big
+    big = own_sites(sampled)[fun]
+    assert {big.bytes, big.blocks} == {bytes, blocks}
+
+    for {fun, bytes, blocks} <- [@medium, @small] do
+      site = own_sites(sampled)[fun]
+      assert close?(site.bytes, bytes), "#{fun}: #{site.bytes} bytes estimated for #{bytes}"
+      assert close?(site.blocks, blocks), "#{fun}: #{site.blocks} blocks estimated for #{blocks}"
+
+      assert own_sites(exact)[fun] |> Map.take([:bytes, :blocks]) == %{
+               bytes: bytes,
+               blocks: blocks
+             }
+    end
+
+    # The report says what it is: estimates, from this many samples out of all those calls.
+    assert sampled.estimated and not exact.estimated
+    assert exact.sampled == nil
+    calls = sampled.calls["malloc"] + sampled.calls["calloc"]
+    assert sampled.calls == exact.calls
+    # About one sample per 16 KiB of the ~87 MB allocated (a 1 MiB block is one sample).
+    assert sampled.sampled in 3_000..6_000
+    assert sampled.sampled < calls / 100
+    {live_bytes, _} = sampled.live
+    {exact_bytes, _} = exact.live
+    assert close?(live_bytes, exact_bytes)
+    assert sampled.peak >= live_bytes
+    assert sampled.dropped == 0
+  end
+
+  @tag :tmp_dir
+  test "a sampling interval larger than every block still finds and weighs what it samples",
+       %{tmp_dir: dir} do
+    # One sample per 64 MiB: the 16 large blocks are each sampled with p = 1 - e^(-1/64), so
+    # about one in 64. Whatever is found must weigh at least its own size, and nothing is torn.
+    r = report(dir, [{"MTRACE_SAMPLE", "#{64 * 1_048_576}"}])
+    assert r.estimated
+    assert r.sampled <= 40
+
+    for site <- r.sites, site.blocks > 0 do
+      assert site.bytes >= site.blocks * 64
+    end
+  end
+
+  test "stats/0 says a node samples, and olds/2 finds its large leaks" do
+    code = """
+    alias Mtrace.Test.Leaky
+    big = for _ <- 1..4, do: Leaky.alloc(:malloc, 4_194_304)
+    small = for _ <- 1..2000, do: Leaky.alloc(:malloc, 64)
+    s = Mtrace.stats()
+    found = Enum.filter(Mtrace.olds(s.slots, false), fn {_, _, a, _, _} -> a in big end)
+    IO.puts("sample=\#{s.sample_bytes} estimated=\#{s.estimated} sampled=\#{s.sampled} " <>
+            "mallocs=\#{s.malloc_cnt} live=\#{s.live_bytes} records=\#{s.records} " <>
+            "found=\#{length(found)} small=\#{length(small)}")
+    for {_, size, _, _, [_, {_, fun} | _]} <- found, do: IO.puts("big \#{size} \#{fun}")
+    """
+
+    {out, 0} = run_node(code, [{"LD_PRELOAD", mtrace_so()}, {"MTRACE_SAMPLE", "65536"}])
+
+    [sample, estimated, sampled, mallocs, live, records, found] =
+      Regex.run(
+        ~r/sample=(\d+) estimated=(\w+) sampled=(\d+) mallocs=(\d+) live=(\d+) records=(\d+) found=(\d+)/,
+        out,
+        capture: :all_but_first
+      )
+
+    assert {sample, estimated} == {"65536", "true"}
+
+    [sampled, mallocs, live, records, found] =
+      Enum.map([sampled, mallocs, live, records, found], &String.to_integer/1)
+
+    assert found == 4
+    assert Regex.scan(~r/^big 4194304 leak_malloc$/m, out) |> length() == 4
+    assert sampled > 0 and sampled < mallocs / 10
+    assert records <= sampled
+    assert live >= 4 * 4_194_304
+  end
+
+  test "a malformed MTRACE_SAMPLE is reported and recording stays exact" do
+    code =
+      "IO.puts(\"sample=\#{Mtrace.stats().sample_bytes} estimated=\#{Mtrace.stats().estimated}\")"
+
+    {out, 0} = run_node(code, [{"LD_PRELOAD", mtrace_so()}, {"MTRACE_SAMPLE", "1k"}])
+
+    assert out =~
+             ~r/^mtrace: MTRACE_SAMPLE=1k: expected a whole number from 0 to 1099511627776; using 0$/m
+
+    assert out =~ "sample=0 estimated=false"
+  end
+end
