@@ -48,7 +48,7 @@ int mtrace_lib_snapshot(void)
 void mtrace_lib_track(const void *id, size_t size)
 {
     if (mt_active() && mt_enter(MT_TRACK))
-        mt_alloc_done((void *)((uintptr_t)id | MT_TRACK_BIT), size, MT_SITE(mtrace_lib_track));
+        mt_alloc_done((void *)((uintptr_t)id | MT_TRACK_BIT), size, &MT_SITE(mtrace_lib_track));
 }
 
 void mtrace_lib_untrack(const void *id)

@@ -39,12 +39,13 @@ static void *original(const char *name)
 }
 
 /* The body of every hook that only allocates: glibc's answer, recorded unless the thread is
- * already inside mtrace. MT_SITE must expand here, in the hook itself. */
+ * already inside mtrace or sampling leaves it out. MT_SITE must expand here, in the hook itself,
+ * and only on the way to a record: a call sampled out does not build it. */
 #define ALLOCATE(kind, hook, call, size)                                                           \
     do {                                                                                           \
         if (!mt_enter(kind)) return call;                                                          \
         void *p_ = call;                                                                           \
-        mt_alloc_done(p_, size, MT_SITE(hook));                                                    \
+        if (!mt_alloc_skip(p_, size)) mt_alloc_slow(p_, size, &MT_SITE(hook));                     \
         return p_;                                                                                 \
     } while (0)
 
@@ -70,7 +71,7 @@ EXPORT void *realloc(void *p, size_t n)
     struct mt_record old;
     int had = mt_take(p, &old);
     void *q = __libc_realloc(p, n);
-    mt_realloc_done(q, n, MT_SITE(realloc), had && n != 0, &old);
+    mt_realloc_done(q, n, &MT_SITE(realloc), had && n != 0, &old);
     return q;
 }
 
@@ -86,7 +87,7 @@ EXPORT void *reallocarray(void *p, size_t count, size_t n)
     struct mt_record old;
     int had = mt_take(p, &old);
     void *q = real_reallocarray(p, count, n);
-    mt_realloc_done(q, bytes, MT_SITE(reallocarray), had && (overflow || bytes != 0), &old);
+    mt_realloc_done(q, bytes, &MT_SITE(reallocarray), had && (overflow || bytes != 0), &old);
     return q;
 }
 
@@ -95,7 +96,7 @@ EXPORT int posix_memalign(void **out, size_t align, size_t n)
     if (!real_posix_memalign && !(real_posix_memalign = original("posix_memalign"))) return ENOMEM;
     if (!mt_enter(MT_POSIX_MEMALIGN)) return real_posix_memalign(out, align, n);
     int rc = real_posix_memalign(out, align, n);
-    mt_alloc_done(rc == 0 ? *out : NULL, n, MT_SITE(posix_memalign));
+    mt_alloc_done(rc == 0 ? *out : NULL, n, &MT_SITE(posix_memalign));
     return rc;
 }
 

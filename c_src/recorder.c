@@ -21,9 +21,6 @@
 #include "config.h"
 #include "stack.h"
 
-/* initial-exec: a general-dynamic TLS access may call malloc on first touch, from inside malloc. */
-#define TLS __thread __attribute__((tls_model("initial-exec")))
-
 const char *const mt_kind_names[MT_KINDS] = {
     "malloc",   "calloc", "realloc", "reallocarray", "free",    "posix_memalign", "aligned_alloc",
     "memalign", "valloc", "pvalloc", "strdup",       "strndup", "track",          "untrack",
@@ -45,30 +42,26 @@ static int state = UNINIT;
 static pthread_key_t exit_key;
 static int have_exit_key;
 
-static TLS struct block *self;
-static TLS int guard;
-static TLS uint32_t tid_cache;
-/* Sampling: bytes this thread may still allocate before the next sampled one, and the state of
- * its random numbers (0 until the thread's first allocation seeds it). */
-static TLS int64_t sample_left;
-static TLS uint64_t rng;
+/* initial-exec (MT_TLS): a general-dynamic TLS access may call malloc on first touch, from
+ * inside malloc. */
+MT_TLS struct mt_thread mt_thread;
+static MT_TLS struct block *self;
+static MT_TLS uint32_t tid_cache;
+/* The state of the thread's random numbers for sampling; 0 until its first sampled-mode call. */
+static MT_TLS uint64_t rng;
 
 /* A thread past its TLS destructors still allocates and frees (glibc's own cleanup runs after
- * them). It shares this block, counting atomically, rather than claim one that no destructor would
- * hand back. */
+ * them). It shares this block, counting atomically, rather than claim one that no destructor
+ * would hand back; the block keeps no stack cache. */
 static struct block orphans;
-
-static inline void bump(uint64_t *c)
-{
-    if (__builtin_expect(self == &orphans, 0))
-        __atomic_fetch_add(c, 1, __ATOMIC_RELAXED);
-    else
-        __atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
-}
 
 static void release_block(void *b)
 {
-    if (self == b) self = &orphans;
+    if (self == b) {
+        self = &orphans;
+        mt_thread.counts = &orphans.s;
+        mt_thread.shared = 1;
+    }
     __atomic_store_n(&((struct block *)b)->owned, 0, __ATOMIC_RELEASE);
 }
 
@@ -136,9 +129,9 @@ int mt_start(void)
     if (__atomic_compare_exchange_n(&state, &expected, STARTING, 0, __ATOMIC_ACQ_REL,
                                     __ATOMIC_ACQUIRE)) {
         int e = errno;
-        guard = 1;
+        mt_thread.guard = 1;
         init();
-        guard = 0;
+        mt_thread.guard = 0;
         errno = e;
     }
     while (__atomic_load_n(&state, __ATOMIC_ACQUIRE) == STARTING)
@@ -152,36 +145,32 @@ static inline uint32_t tid(void)
     return tid_cache;
 }
 
-/* The first call of a thread (or of the process): start, claim a counter block. */
+/* The first call of a thread (or of the process): start, claim a counter block. A thread holds a
+ * block only once the recorder is ready. */
 __attribute__((noinline, cold)) static int enter_first(enum mt_kind kind)
 {
     if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) != READY && !mt_start()) return 0;
-    guard = 1;
+    mt_thread.guard = 1;
     if (!(self = claim_block())) {
-        guard = 0;
+        mt_thread.guard = 0;
         return 0;
     }
-    bump(&self->s.calls[kind]);
+    mt_thread.counts = &self->s;
+    mt_count(&mt_thread.counts->calls[kind]);
     return 1;
 }
 
-int mt_enter(enum mt_kind kind)
+int mt_enter_slow(enum mt_kind kind)
 {
-    if (__builtin_expect(guard, 0)) {
-        if (self) bump(&self->s.untraced);
-        return 0;
-    }
-    /* A thread holds a block only once the recorder is ready. */
-    if (__builtin_expect(!self, 0)) return enter_first(kind);
-    guard = 1;
-    bump(&self->s.calls[kind]);
-    return 1;
+    if (!mt_thread.guard) return enter_first(kind);
+    if (mt_thread.counts) mt_count(&mt_thread.counts->untraced);
+    return 0;
 }
 
 static void record(void *p, size_t size, const struct mt_site *site)
 {
     uint32_t id = mt_stack_id(self->cache, site);
-    if (!id) bump(&self->s.stacks_dropped);
+    if (!id) mt_count(&mt_thread.counts->stacks_dropped);
     struct mt_record r = {
         .addr = (uintptr_t)p,
         .size = size,
@@ -191,9 +180,9 @@ static void record(void *p, size_t size, const struct mt_site *site)
     };
     int replaced, stored = mt_table_insert(&r, &replaced);
     if (!stored)
-        bump(&self->s.dropped);
+        mt_count(&mt_thread.counts->dropped);
     else if (replaced)
-        bump(&self->s.stale_replaced);
+        mt_count(&mt_thread.counts->stale_replaced);
     if (MT_ACCOUNTING) mt_account_alloc(&r, stored);
 }
 
@@ -209,47 +198,45 @@ static int64_t next_interval(void)
     return (int64_t)ceil(-log(u) * (double)mt_config.sample);
 }
 
-__attribute__((noinline, cold)) static int sample_slow(size_t size)
+/* Whether a block of size bytes, whose countdown has run out (is <= 0 once charged with size),
+ * is sampled. A thread's first countdown is drawn here: until then it reads 0, and its first
+ * charge says nothing. */
+static int sample_due(size_t size)
 {
-    int e = errno;
     int fresh = !rng;
     if (fresh) {
         rng = mt_now_ns(CLOCK_MONOTONIC) ^ ((uint64_t)tid() << 32) ^ (uintptr_t)&rng;
         if (!rng) rng = 1;
-        sample_left = next_interval() - (int64_t)size;
+        mt_thread.sample_left = next_interval() - (int64_t)size;
+        if (mt_thread.sample_left > 0) return 0;
     }
-    int hit = !fresh || sample_left <= 0;
-    if (hit) {
-        sample_left = next_interval();
-        bump(&self->s.sampled);
-    }
-    errno = e;
-    return hit;
+    mt_thread.sample_left = next_interval();
+    mt_count(&mt_thread.counts->sampled);
+    return 1;
 }
 
-/* Whether the block of size bytes is to be recorded. Sizes are those of blocks that exist, far
- * below 2^63. */
-static inline int sampled(size_t size)
+/* Whether a block of size bytes is sampled; the countdown is charged here unless the caller did.
+ * Sizes are those of blocks that exist, far below 2^63. */
+static int sampled(size_t size, int charged)
 {
-    if (!mt_config.sample) return 1;
-    sample_left -= (int64_t)size;
-    return sample_left > 0 ? 0 : sample_slow(size);
+    if (!charged) mt_thread.sample_left -= (int64_t)size;
+    return mt_thread.sample_left > 0 ? 0 : sample_due(size);
 }
 
-/* A tracked resource is never sampled: the program asked for it by name. */
-static inline void allocated(void *p, size_t size, const struct mt_site *site)
+/* Records p unless sampling leaves it out. A tracked resource is never sampled: the program asked
+ * for it by name. */
+static void allocated(void *p, size_t size, const struct mt_site *site, int charged)
 {
-    if (((uintptr_t)p & MT_TRACK_BIT) || sampled(size)) {
-        int e = errno;
+    int e = errno;
+    if (!mt_config.sample || ((uintptr_t)p & MT_TRACK_BIT) || sampled(size, charged))
         record(p, size, site);
-        errno = e;
-    }
+    errno = e;
 }
 
-void mt_alloc_done(void *p, size_t size, struct mt_site site)
+void mt_alloc_slow(void *p, size_t size, const struct mt_site *site)
 {
-    if (p) allocated(p, size, &site);
-    guard = 0;
+    if (p) allocated(p, size, site, 1);
+    mt_thread.guard = 0;
 }
 
 struct mt_weight mt_weigh(const struct mt_record *r)
@@ -257,7 +244,8 @@ struct mt_weight mt_weigh(const struct mt_record *r)
     if (!mt_config.sample || (r->addr & MT_TRACK_BIT)) return (struct mt_weight){r->size, MT_ONE};
     double p = -expm1(-(double)r->size / (double)mt_config.sample);
     if (p <= 0) return (struct mt_weight){0, 0};
-    return (struct mt_weight){(uint64_t)llround((double)r->size / p), (uint64_t)llround(MT_ONE / p)};
+    return (struct mt_weight){(uint64_t)llround((double)r->size / p),
+                              (uint64_t)llround(MT_ONE / p)};
 }
 
 /* Removes p's record into *old before p is released (free or realloc), counting a free without
@@ -265,16 +253,16 @@ struct mt_weight mt_weigh(const struct mt_record *r)
 static int drop(void *p, struct mt_record *old)
 {
     int had = mt_table_remove((uintptr_t)p, old);
-    if (!had) bump(&self->s.untracked_frees);
+    if (!had) mt_count(&mt_thread.counts->untracked_frees);
     if (MT_ACCOUNTING) mt_account_free(p, had ? old : NULL);
     return had;
 }
 
-void mt_forget(void *p)
+void mt_forget_slow(void *p)
 {
     struct mt_record old;
     if (p) drop(p, &old);
-    guard = 0;
+    mt_thread.guard = 0;
 }
 
 int mt_take(void *p, struct mt_record *old)
@@ -282,18 +270,18 @@ int mt_take(void *p, struct mt_record *old)
     return p ? drop(p, old) : 0;
 }
 
-void mt_realloc_done(void *q, size_t size, struct mt_site site, int keep_old,
+void mt_realloc_done(void *q, size_t size, const struct mt_site *site, int keep_old,
                      const struct mt_record *old)
 {
     int replaced;
     if (q)
-        allocated(q, size, &site);
+        allocated(q, size, site, 0);
     else if (keep_old) {
         int stored = mt_table_insert(old, &replaced);
-        if (!stored) bump(&self->s.dropped);
+        if (!stored) mt_count(&mt_thread.counts->dropped);
         if (MT_ACCOUNTING) mt_account_restore(old, stored);
     }
-    guard = 0;
+    mt_thread.guard = 0;
 }
 
 int mt_active(void)
@@ -303,16 +291,16 @@ int mt_active(void)
 
 void mt_guard_hold(void)
 {
-    guard++;
+    mt_thread.guard++;
 }
 void mt_guard_release(void)
 {
-    guard--;
+    mt_thread.guard--;
 }
 
-static void add_counts(struct mt_stats *sum, const struct block *b)
+static void add_counts(struct mt_stats *sum, const struct mt_stats *s)
 {
-    const uint64_t *c = (const uint64_t *)&b->s;
+    const uint64_t *c = (const uint64_t *)s;
     uint64_t *to = (uint64_t *)sum;
     for (size_t i = 0; i < sizeof *sum / sizeof(uint64_t); i++)
         to[i] += __atomic_load_n(&c[i], __ATOMIC_RELAXED);
@@ -321,7 +309,7 @@ static void add_counts(struct mt_stats *sum, const struct block *b)
 void mt_stats_read(struct mt_stats *out)
 {
     *out = (struct mt_stats){0};
-    add_counts(out, &orphans);
+    add_counts(out, &orphans.s);
     for (struct block *b = __atomic_load_n(&blocks, __ATOMIC_ACQUIRE); b; b = b->next)
-        add_counts(out, b);
+        add_counts(out, &b->s);
 }

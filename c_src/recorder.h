@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "config.h"
 #include "stack.h"
 #include "table.h"
 
@@ -53,34 +54,9 @@ enum mt_kind {
 
 extern const char *const mt_kind_names[MT_KINDS];
 
-int mt_enter(enum mt_kind kind);
-
 /* Initialises the recorder now rather than at the first hook call (so that configuration errors
  * show even in a program that never allocates). Returns nonzero when recording. */
 int mt_start(void);
-
-/* After the real allocation: records p (when not NULL) with size and the stack seen from site.
- * Releases the guard. */
-void mt_alloc_done(void *p, size_t size, struct mt_site site);
-
-/* Before the real free: removes p's record. Releases the guard. */
-void mt_forget(void *p);
-
-/* realloc family, before the real call: takes p's record out (so no other thread can lose a
- * record at p once the real call frees it). Returns 1 when there was one. Keeps the guard. */
-int mt_take(void *p, struct mt_record *old);
-
-/* realloc family, after the real call: q != NULL is recorded like a new allocation; q == NULL
- * with keep_old set (the old block is still live) puts old back. Releases the guard. */
-void mt_realloc_done(void *q, size_t size, struct mt_site site, int keep_old,
-                     const struct mt_record *old);
-
-/* Nonzero once this library is the process's allocator interceptor and its table is ready. */
-int mt_active(void);
-
-/* Makes the calling thread's own allocations untraced (the NIF and symbolizer use it); nests. */
-void mt_guard_hold(void);
-void mt_guard_release(void);
 
 struct mt_stats {
     uint64_t calls[MT_KINDS];
@@ -91,6 +67,95 @@ struct mt_stats {
     uint64_t untracked_frees; /* frees of pointers with no record (dropped or untraced blocks) */
     uint64_t sampled;         /* allocations chosen by sampling (MTRACE_SAMPLE), 0 without it */
 };
+
+/* The common cases of mt_enter, mt_alloc_done and mt_forget are inline in the hooks, so that a
+ * call that records nothing (most calls, when sampling) costs a few loads and stores of this
+ * thread's own state and no call into the recorder; their other cases, and everything else, are
+ * in recorder.c. The hot state is one thread-local struct: one address to find per hook. */
+#define MT_TLS __thread __attribute__((tls_model("initial-exec")))
+#define MT_HIDDEN __attribute__((visibility("hidden")))
+
+struct mt_thread {
+    int guard;               /* nonzero while the thread is inside mtrace */
+    int shared;              /* counts is shared (threads past their TLS destructors): atomic */
+    struct mt_stats *counts; /* the thread's counters; NULL before its first call */
+    int64_t sample_left;     /* bytes to allocate before the next sampled block */
+};
+
+extern MT_TLS struct mt_thread mt_thread MT_HIDDEN;
+
+/* Counts one event on the calling thread's counters: a plain add, since no other thread writes
+ * them, unless they are shared. */
+static inline void mt_count(uint64_t *c)
+{
+    if (__builtin_expect(mt_thread.shared, 0))
+        __atomic_fetch_add(c, 1, __ATOMIC_RELAXED);
+    else
+        __atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+}
+
+int mt_enter_slow(enum mt_kind kind);
+
+static inline int mt_enter(enum mt_kind kind)
+{
+    if (__builtin_expect(mt_thread.guard || !mt_thread.counts, 0)) return mt_enter_slow(kind);
+    mt_thread.guard = 1;
+    mt_count(&mt_thread.counts->calls[kind]);
+    return 1;
+}
+
+/* mt_alloc_done when the block may be recorded: the sampling countdown (already charged with
+ * size) ran out, sampling is off, or p is NULL or a tracked key. */
+void mt_alloc_slow(void *p, size_t size, const struct mt_site *site);
+
+/* After the real allocation, when sampling leaves p out: charges the countdown with size and, if
+ * it has not run out, releases the guard and returns 1. Else mt_alloc_slow must follow. A heap
+ * pointer is positive as a signed number; NULL and tracked keys (MT_TRACK_BIT) are not. */
+static inline int mt_alloc_skip(void *p, size_t size)
+{
+    if (mt_config.sample && (intptr_t)p > 0 && (mt_thread.sample_left -= (int64_t)size) > 0) {
+        mt_thread.guard = 0;
+        return 1;
+    }
+    return 0;
+}
+
+/* After the real allocation: records p (when not NULL) with size and the stack seen from site,
+ * or with sampling only when its countdown runs out. Releases the guard. */
+static inline void mt_alloc_done(void *p, size_t size, const struct mt_site *site)
+{
+    if (!mt_alloc_skip(p, size)) mt_alloc_slow(p, size, site);
+}
+
+/* mt_forget when reports keep totals (account.h), or p is NULL. */
+void mt_forget_slow(void *p);
+
+/* Before the real free: removes p's record. Releases the guard. */
+static inline void mt_forget(void *p)
+{
+    if (__builtin_expect(mt_config.account, 0) || !p) {
+        mt_forget_slow(p);
+        return;
+    }
+    if (!mt_table_remove((uintptr_t)p, NULL)) mt_count(&mt_thread.counts->untracked_frees);
+    mt_thread.guard = 0;
+}
+
+/* realloc family, before the real call: takes p's record out (so no other thread can lose a
+ * record at p once the real call frees it). Returns 1 when there was one. Keeps the guard. */
+int mt_take(void *p, struct mt_record *old);
+
+/* realloc family, after the real call: q != NULL is recorded like a new allocation; q == NULL
+ * with keep_old set (the old block is still live) puts old back. Releases the guard. */
+void mt_realloc_done(void *q, size_t size, const struct mt_site *site, int keep_old,
+                     const struct mt_record *old);
+
+/* Nonzero once this library is the process's allocator interceptor and its table is ready. */
+int mt_active(void);
+
+/* Makes the calling thread's own allocations untraced (the NIF and symbolizer use it); nests. */
+void mt_guard_hold(void);
+void mt_guard_release(void);
 
 void mt_stats_read(struct mt_stats *out);
 

@@ -1,9 +1,17 @@
 /* table.c: the live table (see table.h).
  *
  * Layout: records in one array, tags in another, both from mmap. Slots come in groups of 16 so
- * that one SSE2 compare tests 16 tags; an address may live anywhere in WINDOW groups after its
- * hash. A tag is EMPTY, BUSY (owned by one thread) or a 2..255 fingerprint of the address, so a
- * free of an untraced pointer reads one or two cache lines of tags and no record at all.
+ * that one SSE2 compare tests 16 tags; an address may live anywhere in the WINDOW groups from its
+ * home group. Homes are spread over the groups that have a whole window after them, so windows
+ * never wrap around the end. A tag is EMPTY, BUSY
+ * (owned by one thread) or a 2..255 fingerprint of the address.
+ *
+ * Most records live in their home group. Each group counts its spills: the records whose home it
+ * is that live further on in the window. While a group has none, an address of that home is looked
+ * for in that one group, so the free of an untraced pointer usually reads 16 tags and a counter,
+ * and no record. The count is raised before a spilled record's address is written and lowered
+ * after it is removed, so it is never below the truth (a fork between the two leaves it above,
+ * which only costs a longer look).
  *
  * The address field is the only one read outside ownership (atomically), to skip candidates that
  * merely share a fingerprint without taking them; it is written last on insert so that a record
@@ -21,7 +29,8 @@ enum { TAG_EMPTY = 0, TAG_BUSY = 1 };
 
 static struct mt_record *recs;
 static uint8_t *tags;
-static size_t nslots, gmask, window;
+static uint16_t *spills; /* by home group; at most 16 * (WINDOW - 1) each, plus fork leftovers */
+static size_t nslots, groups, homes, window;
 
 int mt_table_init(size_t slots)
 {
@@ -30,15 +39,21 @@ int mt_table_init(size_t slots)
     if (r == MAP_FAILED) return -1;
     void *t = mmap(NULL, slots, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                    -1, 0);
-    if (t == MAP_FAILED) {
+    void *c = mmap(NULL, slots / GROUP * sizeof *spills, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (t == MAP_FAILED || c == MAP_FAILED) {
         munmap(r, slots * sizeof *recs);
+        if (t != MAP_FAILED) munmap(t, slots);
+        if (c != MAP_FAILED) munmap(c, slots / GROUP * sizeof *spills);
         return -1;
     }
+    spills = c;
     recs = r;
     tags = t;
     nslots = slots;
-    gmask = slots / GROUP - 1;
-    window = slots / GROUP < WINDOW ? slots / GROUP : WINDOW;
+    groups = slots / GROUP;
+    window = groups < WINDOW ? groups : WINDOW;
+    homes = groups - window + 1;
     return 0;
 }
 
@@ -51,9 +66,10 @@ static inline uint64_t hash(uintptr_t addr)
 {
     return (uint64_t)(addr >> 4) * 0x9E3779B97F4A7C15ull;
 }
+/* Bits 24..55 scaled to [0, homes): independent of the tag's bits 56..63. */
 static inline size_t group_of(uint64_t h)
 {
-    return (size_t)(h >> 30) & gmask;
+    return (size_t)((((h >> 24) & 0xFFFFFFFFu) * homes) >> 32);
 }
 static inline uint8_t tag_of(uint64_t h)
 {
@@ -67,6 +83,17 @@ static inline unsigned match(size_t g, uint8_t t)
 {
     __m128i v = _mm_load_si128((const __m128i *)(tags + g * GROUP));
     return (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8((char)t)));
+}
+
+/* Groups in which a record of home g0 may be: its home alone while nothing of it spilled. */
+static inline size_t reach(size_t g0)
+{
+    return __atomic_load_n(&spills[g0], __ATOMIC_RELAXED) ? window : 1;
+}
+
+static inline void spill(size_t g0, int n)
+{
+    __atomic_fetch_add(&spills[g0], (uint16_t)n, __ATOMIC_RELAXED);
 }
 
 static inline uintptr_t addr_at(size_t s)
@@ -113,8 +140,8 @@ int mt_table_insert(const struct mt_record *rec, int *replaced)
 
     /* A stale record of this address can only be left by a free we never saw; replacing it keeps
      * one record per live address. */
-    for (size_t w = 0; w < window; w++) {
-        size_t g = (g0 + w) & gmask;
+    for (size_t w = 0, n = reach(g0); w < n; w++) {
+        size_t g = g0 + w;
         for (unsigned m = match(g, t); m; m &= m - 1) {
             size_t s = g * GROUP + (size_t)__builtin_ctz(m);
             if (addr_at(s) != rec->addr || !take(s, t)) continue;
@@ -129,10 +156,11 @@ int mt_table_insert(const struct mt_record *rec, int *replaced)
         }
     }
     for (size_t w = 0; w < window; w++) {
-        size_t g = (g0 + w) & gmask;
+        size_t g = g0 + w;
         for (unsigned m = match(g, TAG_EMPTY); m; m &= m - 1) {
             size_t s = g * GROUP + (size_t)__builtin_ctz(m);
             if (!take(s, TAG_EMPTY)) continue;
+            if (w) spill(g0, 1);
             fill(s, rec);
             give(s, t);
             return 1;
@@ -151,7 +179,7 @@ __attribute__((noinline)) static int remove_slow(uintptr_t addr, size_t g0, uint
     for (;;) {
         int held = 0; /* a slot with our address is owned by another thread (a reader) */
         for (size_t w = 0; w < window; w++) {
-            size_t g = (g0 + w) & gmask;
+            size_t g = g0 + w;
             __m128i v = _mm_load_si128((const __m128i *)(tags + g * GROUP));
             unsigned ours = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, want));
             unsigned owned = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, busy));
@@ -169,6 +197,7 @@ __attribute__((noinline)) static int remove_slow(uintptr_t addr, size_t g0, uint
                 if (out) *out = recs[s];
                 __atomic_store_n(&recs[s].addr, 0, __ATOMIC_RELAXED);
                 give(s, TAG_EMPTY);
+                if (w) spill(g0, -1);
                 return 1;
             }
             for (unsigned m = owned; m; m &= m - 1)
@@ -184,16 +213,14 @@ int mt_table_remove(uintptr_t addr, struct mt_record *out)
     uint64_t h = hash(addr);
     size_t g0 = group_of(h);
     uint8_t t = tag_of(h);
-    /* Most frees are of blocks without a record (sampled out, dropped, untraced): one pass of
-     * plain loads over the window says so. In a table of fewer groups than the window, a group
-     * is merely looked at twice. */
-    const __m128i want = _mm_set1_epi8((char)t), busy = _mm_set1_epi8((char)TAG_BUSY);
-    __m128i any = _mm_setzero_si128();
-    for (size_t w = 0; w < WINDOW; w++) {
-        __m128i v = _mm_load_si128((const __m128i *)(tags + ((g0 + w) & gmask) * GROUP));
-        any = _mm_or_si128(any, _mm_or_si128(_mm_cmpeq_epi8(v, want), _mm_cmpeq_epi8(v, busy)));
-    }
-    return _mm_movemask_epi8(any) ? remove_slow(addr, g0, t, out) : 0;
+    /* Most frees are of blocks without a record (sampled out, dropped, untraced): with nothing
+     * spilled from the home group, one look at its tags says so. A slot of ours may be BUSY, held
+     * by a reader: then the slow path waits for it. */
+    __m128i v = _mm_load_si128((const __m128i *)(tags + g0 * GROUP));
+    __m128i ours = _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8((char)t)),
+                                _mm_cmpeq_epi8(v, _mm_set1_epi8((char)TAG_BUSY)));
+    if (!_mm_movemask_epi8(ours) && reach(g0) == 1) return 0;
+    return remove_slow(addr, g0, t, out);
 }
 
 size_t mt_table_each(void (*fn)(const struct mt_record *, void *), void *arg)
@@ -216,8 +243,10 @@ size_t mt_table_clear(void)
     for (size_t s = 0; s < nslots; s++) {
         uint8_t t = __atomic_load_n(&tags[s], __ATOMIC_RELAXED);
         if (t < 2 || !take(s, t)) continue;
+        size_t home = group_of(hash(recs[s].addr));
         __atomic_store_n(&recs[s].addr, 0, __ATOMIC_RELAXED);
         give(s, TAG_EMPTY);
+        if (s / GROUP != home) spill(home, -1);
         cleared++;
     }
     return cleared;
@@ -226,7 +255,7 @@ size_t mt_table_clear(void)
 size_t mt_table_count(void)
 {
     size_t n = 0;
-    for (size_t g = 0; g <= gmask; g++)
+    for (size_t g = 0; g < groups; g++)
         n += GROUP - (size_t)__builtin_popcount(match(g, TAG_EMPTY) | match(g, TAG_BUSY));
     return n;
 }
@@ -236,7 +265,7 @@ size_t mt_table_count(void)
  * any other was mid-insert or already removed, and becomes empty. */
 void mt_table_after_fork(void)
 {
-    for (size_t g = 0; g <= gmask; g++)
+    for (size_t g = 0; g < groups; g++)
         for (unsigned m = match(g, TAG_BUSY); m; m &= m - 1) {
             size_t s = g * GROUP + (size_t)__builtin_ctz(m);
             uintptr_t a = recs[s].addr;

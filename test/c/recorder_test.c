@@ -27,7 +27,7 @@ static void check(int ok, const char *what)
 
 #define HOOK ((uintptr_t)0x1234)
 /* No frame has this stack pointer: the recorder falls back to a plain unwind. */
-#define SITE ((struct mt_site){HOOK, 0x5678, 16})
+#define SITE (&(struct mt_site){HOOK, 0x5678, 16})
 /* Each made-up block's size is a function of its address: a record whose size does not match its
  * address was torn or misattributed. */
 static uint64_t size_of(uintptr_t a)
