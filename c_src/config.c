@@ -118,7 +118,7 @@ void mt_config_load(void)
     size_t depth = (size_t)mt_config.depth;
     load_size("MTRACE_SLOTS", 16, (size_t)1 << 30, &mt_config.slots);
     load_size("MTRACE_DEPTH", 2, MT_DEPTH_MAX, &depth);
-    load_size("MTRACE_STACKS", 16, (size_t)1 << 26, &mt_config.stacks);
+    load_size("MTRACE_STACKS", 16, (size_t)1 << 24, &mt_config.stacks);
     mt_config.depth = (int)depth;
     load_size("MTRACE_SAMPLE", 0, (size_t)1 << 40, &mt_config.sample);
 
@@ -144,8 +144,5 @@ void mt_config_load(void)
         say("MTRACE_FORK", f, "expected report or none; using report");
     mt_config.account = mt_config.report || mt_config.report_signal;
 
-    size_t pow2 = 16;
-    while (pow2 < mt_config.slots)
-        pow2 <<= 1;
-    mt_config.slots = pow2;
+    mt_config.slots = (mt_config.slots + 15) / 16 * 16;
 }

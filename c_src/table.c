@@ -22,12 +22,28 @@
 #include <emmintrin.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <time.h>
 
 enum { TAG_EMPTY = 0, TAG_BUSY = 1 };
 #define GROUP 16
 #define WINDOW 4
 
-static struct mt_record *recs;
+/* A record as kept: 24 bytes. Sizes above 2^47 - 1 bytes (more than x86-64's 128 TiB of user
+ * address space) are kept as that; times are milliseconds since the table was made, kept for
+ * 2^34 ms (198 days), after which every record carries the last of them. */
+struct slot {
+    uintptr_t addr;
+    uint64_t size_stack;     /* size (47 bits), stack id bits 0..16 */
+    uint64_t stack_tid_time; /* stack id bits 17..24, thread (22 bits), time (34 bits) */
+};
+
+#define SIZE_BITS 47
+#define STACK_LOW 17
+#define TID_BITS 22
+#define TIME_BITS 34
+
+static struct slot *recs;
+static uint64_t epoch_ns;
 static uint8_t *tags;
 static uint16_t *spills; /* by home group; at most 16 * (WINDOW - 1) each, plus fork leftovers */
 static size_t nslots, groups, homes, window;
@@ -50,6 +66,9 @@ int mt_table_init(size_t slots)
     spills = c;
     recs = r;
     tags = t;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+    epoch_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
     nslots = slots;
     groups = slots / GROUP;
     window = groups < WINDOW ? groups : WINDOW;
@@ -121,14 +140,35 @@ static inline void pause_briefly(unsigned *spins)
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
 }
 
+static inline uint64_t clamp(uint64_t v, int bits)
+{
+    uint64_t max = ((uint64_t)1 << bits) - 1;
+    return v < max ? v : max;
+}
+
 /* Fields first, the address last (see the file comment). Caller owns slot s. */
 static inline void fill(size_t s, const struct mt_record *rec)
 {
-    recs[s].size = rec->size;
-    recs[s].time_ns = rec->time_ns;
-    recs[s].stack = rec->stack;
-    recs[s].tid = rec->tid;
+    uint64_t ms = rec->time_ns > epoch_ns ? (rec->time_ns - epoch_ns) / 1000000 : 0;
+    recs[s].size_stack = clamp(rec->size, SIZE_BITS) | (uint64_t)rec->stack << SIZE_BITS;
+    recs[s].stack_tid_time = ((uint64_t)rec->stack >> STACK_LOW & 0xFF) |
+                             (uint64_t)(rec->tid & ((1u << TID_BITS) - 1))
+                                 << (64 - TIME_BITS - TID_BITS) |
+                             clamp(ms, TIME_BITS) << (64 - TIME_BITS);
     __atomic_store_n(&recs[s].addr, rec->addr, __ATOMIC_RELAXED);
+}
+
+/* The record in slot s, whose owner is the caller. */
+static inline struct mt_record unpack(size_t s)
+{
+    uint64_t a = recs[s].size_stack, b = recs[s].stack_tid_time;
+    return (struct mt_record){
+        .addr = recs[s].addr,
+        .size = a & (((uint64_t)1 << SIZE_BITS) - 1),
+        .time_ns = epoch_ns + (b >> (64 - TIME_BITS)) * 1000000,
+        .stack = (uint32_t)(a >> SIZE_BITS | (b & 0xFF) << STACK_LOW),
+        .tid = (uint32_t)(b >> (64 - TIME_BITS - TID_BITS)) & ((1u << TID_BITS) - 1),
+    };
 }
 
 int mt_table_insert(const struct mt_record *rec, int *replaced)
@@ -194,7 +234,7 @@ __attribute__((noinline)) static int remove_slow(uintptr_t addr, size_t g0, uint
                     give(s, t);
                     continue;
                 }
-                if (out) *out = recs[s];
+                if (out) *out = unpack(s);
                 __atomic_store_n(&recs[s].addr, 0, __ATOMIC_RELAXED);
                 give(s, TAG_EMPTY);
                 if (w) spill(g0, -1);
@@ -229,7 +269,7 @@ size_t mt_table_each(void (*fn)(const struct mt_record *, void *), void *arg)
     for (size_t s = 0; s < nslots; s++) {
         uint8_t t = __atomic_load_n(&tags[s], __ATOMIC_RELAXED);
         if (t < 2 || !take(s, t)) continue;
-        struct mt_record copy = recs[s];
+        struct mt_record copy = unpack(s);
         give(s, t);
         fn(&copy, arg);
         seen++;

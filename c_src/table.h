@@ -1,8 +1,11 @@
 /* table.h: the live table, one record per traced live allocation, found by its address.
  *
  * Contract
- * - Memory: reserved once by mt_table_init() with mmap (never malloc); 33 bytes a slot (a 32-byte
- *   record and a one-byte tag). Slots are rounded up to a power of two, at least 16.
+ * - Memory: reserved once by mt_table_init() with mmap (never malloc); 25.125 bytes a slot (a
+ *   24-byte packed record, a one-byte tag, and a two-byte counter per 16 slots). slots is a
+ *   multiple of 16. A record keeps sizes up to 2^47 - 1 bytes, stack ids up to 2^25 - 1, thread
+ *   ids up to 2^22 - 1 (Linux's limit) and its time to the millisecond for 198 days after
+ *   mt_table_init(); beyond those, the largest value is kept.
  * - Thread safety: every function may run on any thread at once. There is no table-wide lock.
  *   A slot is owned by whoever swings its tag to BUSY with a compare-and-swap; owners hold a slot
  *   for a few stores, never across a call. Readers take a slot the same way, so a copied record is
@@ -23,7 +26,7 @@
 struct mt_record {
     uintptr_t addr; /* 0 only in an empty slot */
     uint64_t size;
-    uint64_t time_ns; /* CLOCK_MONOTONIC_COARSE at the allocation */
+    uint64_t time_ns; /* CLOCK_MONOTONIC_COARSE at the allocation; kept to the millisecond */
     uint32_t stack;   /* interned stack id (stack.h), 0 when the stack could not be kept */
     uint32_t tid;     /* allocating thread (Linux tid) */
 };

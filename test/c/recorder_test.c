@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -211,6 +212,33 @@ static void test_threads(void)
         check(scan_owner(owner).seen == 0, "every writer's records are gone after its frees");
 }
 
+/* The table keeps records packed: every field must come back as it went in, up to its limit. */
+static void test_packing(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    struct mt_record in[] = {
+        {0x7f0000001230, ((uint64_t)1 << 47) - 1, now + 5000000, (1u << 24), (1u << 22) - 1},
+        {0x7f0000001240, 1, now + 1234000000, 1, 1},
+        {0x7f0000001250, 0, now, 0x155555, 0x2aaaaa},
+        {0x7f0000001260, (uint64_t)1 << 50, now, 7, 3},
+    };
+    int ok = 1, replaced;
+    for (size_t i = 0; i < sizeof in / sizeof in[0]; i++) {
+        struct mt_record out;
+        if (!mt_table_insert(&in[i], &replaced) || !mt_table_remove(in[i].addr, &out)) {
+            ok = 0;
+            continue;
+        }
+        uint64_t size = i == 3 ? ((uint64_t)1 << 47) - 1 : in[i].size;
+        ok &= out.addr == in[i].addr && out.size == size && out.stack == in[i].stack &&
+              out.tid == in[i].tid && out.time_ns <= in[i].time_ns &&
+              in[i].time_ns - out.time_ns < 1000000;
+    }
+    check(ok, "packed records keep address, size (up to 2^47 - 1), stack, thread and time (ms)");
+}
+
 int main(void)
 {
     setenv("MTRACE_SLOTS", "1024", 1);
@@ -220,6 +248,7 @@ int main(void)
     test_full_table();
     test_interning();
     test_threads();
+    test_packing();
     printf("%d passed, %d failed\n", passed, failed);
     return failed != 0;
 }
