@@ -44,8 +44,13 @@ defmodule Mtrace.SamplingTest do
     exact = report(Path.join(dir, "exact"), [{"MTRACE_SLOTS", "131072"}])
     sampled = report(Path.join(dir, "sampled"), [{"MTRACE_SAMPLE", "#{@sample}"}])
 
-    # The same leaking sites, and churn nowhere: it freed every block it made.
+    # The same leaking sites with the same stacks, and churn nowhere: it freed every block.
     assert Map.keys(own_sites(sampled)) == Map.keys(own_sites(exact))
+
+    for {fun, site} <- own_sites(sampled) do
+      assert site.frames == own_sites(exact)[fun].frames, fun
+    end
+
     assert Map.keys(own_sites(exact)) == Enum.sort(["big_leaks", "medium_leaks", "small_leaks"])
     refute Enum.any?(sampled.sites, &("churn" in names(&1)))
 
