@@ -84,9 +84,8 @@ static void text_of(const void *fn, struct range *r)
  * thread passes that test), the stack pointer itself does. Other threads read their descriptor
  * with pthread_getattr_np, which for them opens no file. A stack found neither way (a coroutine's,
  * say) is marked unknown, and every check against it fails. */
-static int stack_known(void)
+__attribute__((noinline, cold)) static int find_stack(void)
 {
-    if (stack_hi) return stack_hi > 1;
     uintptr_t sp = (uintptr_t)__builtin_frame_address(0), top = (uintptr_t)__libc_stack_end;
     stack_hi = 1;
     if (sp < top && top - sp < STACK_SPAN) {
@@ -107,8 +106,13 @@ static int stack_known(void)
     return stack_hi > 1;
 }
 
+static inline int stack_known(void)
+{
+    return __builtin_expect(stack_hi != 0, 1) ? stack_hi > 1 : find_stack();
+}
+
 /* Whether [sp, hi) is the live part of this thread's own stack, hi being its top. */
-static int on_stack(uintptr_t sp, uintptr_t *hi)
+static inline int on_stack(uintptr_t sp, uintptr_t *hi)
 {
     if (!stack_known() || sp < stack_lo || sp >= stack_hi) return 0;
     *hi = stack_hi;
