@@ -54,6 +54,12 @@ struct mt_weight {
     uint64_t bytes, blocks; /* blocks in 1/MT_ONE units */
 };
 
+/* Whole blocks from 1/MT_ONE units, rounded to the nearest. */
+static inline int64_t mt_blocks(int64_t units)
+{
+    return (units + (units < 0 ? -MT_ONE / 2 : MT_ONE / 2)) / MT_ONE;
+}
+
 /* What record r stands for (a tracked resource is never sampled); pure, any thread
  * (recorder.c). */
 struct mt_weight mt_weigh(const struct mt_record *r);

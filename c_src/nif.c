@@ -209,7 +209,7 @@ static ERL_NIF_TERM stats(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     PUT_U("slots", active ? mt_table_slots() : 0);
     PUT_U("records", active ? mt_table_count() : 0);
     PUT_U("live_bytes", live.bytes);
-    PUT_U("live_blocks", (live.units + MT_ONE / 2) / MT_ONE);
+    PUT_U("live_blocks", mt_blocks((int64_t)live.units));
     PUT("estimated", active && mt_config.sample ? atom_true : atom_false);
     PUT_U("sample_bytes", active ? mt_config.sample : 0);
     PUT_U("sampled", s.sampled);

@@ -215,27 +215,16 @@ static int sample_due(size_t size)
     return 1;
 }
 
-/* Whether a block of size bytes is sampled; the countdown is charged here unless the caller did.
- * Sizes are those of blocks that exist, far below 2^63. */
-static int sampled(size_t size, int charged)
-{
-    if (!charged) mt_thread.sample_left -= (int64_t)size;
-    return mt_thread.sample_left > 0 ? 0 : sample_due(size);
-}
-
-/* Records p unless sampling leaves it out. A tracked resource is never sampled: the program asked
- * for it by name. */
-static void allocated(void *p, size_t size, const struct mt_site *site, int charged)
-{
-    int e = errno;
-    if (!mt_config.sample || ((uintptr_t)p & MT_TRACK_BIT) || sampled(size, charged))
-        record(p, size, site);
-    errno = e;
-}
-
+/* Records p unless sampling leaves it out; mt_alloc_skip has charged the countdown. A tracked
+ * resource is never sampled: the program asked for it by name. */
 void mt_alloc_slow(void *p, size_t size, const struct mt_site *site)
 {
-    if (p) allocated(p, size, site, 1);
+    if (p) {
+        int e = errno;
+        if (!mt_config.sample || ((uintptr_t)p & MT_TRACK_BIT) || sample_due(size))
+            record(p, size, site);
+        errno = e;
+    }
     mt_thread.guard = 0;
 }
 
@@ -273,11 +262,12 @@ int mt_take(void *p, struct mt_record *old)
 void mt_realloc_done(void *q, size_t size, const struct mt_site *site, int keep_old,
                      const struct mt_record *old)
 {
-    int replaced;
-    if (q)
-        allocated(q, size, site, 0);
-    else if (keep_old) {
-        int stored = mt_table_insert(old, &replaced);
+    if (q) {
+        mt_alloc_done(q, size, site);
+        return;
+    }
+    if (keep_old) {
+        int replaced, stored = mt_table_insert(old, &replaced);
         if (!stored) mt_count(&mt_thread.counts->dropped);
         if (MT_ACCOUNTING) mt_account_restore(old, stored);
     }

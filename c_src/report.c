@@ -136,10 +136,10 @@ static void amount(struct mt_out *o, const char *label, int64_t bytes, int64_t b
     if (blocks != 1 && blocks != -1) mt_out_str(o, "s");
 }
 
-/* Whole blocks from 1/MT_ONE units (account.h), rounded to the nearest. */
-static int64_t blocks_of(int64_t units)
+/* What follows a figure made from sampled records. */
+static const char *estimated(void)
 {
-    return (units + (units < 0 ? -MT_ONE / 2 : MT_ONE / 2)) / MT_ONE;
+    return mt_config.sample ? " (estimated)" : "";
 }
 
 static int64_t load(const int64_t *c)
@@ -154,11 +154,10 @@ static void summary(struct mt_out *o, const struct mt_report_req *req, const str
     struct mt_stats st;
     mt_stats_read(&st);
     int counted = mt_config.account;
-    const char *estimated = mt_config.sample ? " (estimated)" : "";
     mt_out_str(o, req->at_exit ? "  leaked at exit" : "  live heap");
-    mt_out_str(o, estimated);
+    mt_out_str(o, estimated());
     amount(o, ": ", counted ? load(&mt_account.live_bytes) : g->heap_bytes,
-           blocks_of(counted ? load(&mt_account.live_blocks) : g->heap_blocks), "block", 0);
+           mt_blocks(counted ? load(&mt_account.live_blocks) : g->heap_blocks), "block", 0);
     mt_out_str(o, "\n");
     if (counted && load(&mt_account.untabled_blocks) > 0) {
         amount(o, "    of which without a record (table full; see MTRACE_SLOTS): ",
@@ -167,7 +166,7 @@ static void summary(struct mt_out *o, const struct mt_report_req *req, const str
     }
     if (counted) {
         mt_out_str(o, "  peak live heap");
-        mt_out_str(o, estimated);
+        mt_out_str(o, estimated());
         mt_out_str(o, ": ");
         mt_out_i64(o, load(&mt_account.peak_bytes), 0);
         mt_out_str(o, " bytes\n");
@@ -177,7 +176,7 @@ static void summary(struct mt_out *o, const struct mt_report_req *req, const str
     if (st.calls[MT_TRACK]) {
         amount(o, "  tracked (mtrace_track): ",
                counted ? load(&mt_account.tracked_bytes) : g->tracked_bytes,
-               blocks_of(counted ? load(&mt_account.tracked_blocks) : g->tracked_blocks),
+               mt_blocks(counted ? load(&mt_account.tracked_blocks) : g->tracked_blocks),
                "resource", 0);
         mt_out_str(o, "\n");
     }
@@ -238,7 +237,7 @@ static size_t live_sites(struct site *sites, size_t ids, const struct gather *g)
         if (!g->per_id[2 * id + 1]) continue;
         sites[n] = site_of((uint32_t)id);
         sites[n].bytes = g->per_id[2 * id];
-        sites[n++].blocks = blocks_of(g->per_id[2 * id + 1]);
+        sites[n++].blocks = mt_blocks(g->per_id[2 * id + 1]);
     }
     return n;
 }
@@ -260,11 +259,11 @@ static size_t changed_sites(struct site *sites, size_t ids, struct mt_tally *bas
         };
         struct site s = site_of((uint32_t)id);
         s.ab = now.alloc_bytes - base[id].alloc_bytes;
-        s.an = (uint64_t)blocks_of((int64_t)(now.alloc_blocks - base[id].alloc_blocks));
+        s.an = (uint64_t)mt_blocks((int64_t)(now.alloc_blocks - base[id].alloc_blocks));
         s.fb = now.free_bytes - base[id].free_bytes;
-        s.fn = (uint64_t)blocks_of((int64_t)(now.free_blocks - base[id].free_blocks));
+        s.fn = (uint64_t)mt_blocks((int64_t)(now.free_blocks - base[id].free_blocks));
         s.bytes = (int64_t)(s.ab - s.fb);
-        s.blocks = blocks_of((int64_t)(now.alloc_blocks - base[id].alloc_blocks) -
+        s.blocks = mt_blocks((int64_t)(now.alloc_blocks - base[id].alloc_blocks) -
                              (int64_t)(now.free_blocks - base[id].free_blocks));
         if (advance) base[id] = now;
         add(all, &s);
@@ -296,7 +295,7 @@ static void sites_header(struct mt_out *o, const struct mt_report_req *req, cons
     if (req->base) {
         mt_out_str(o, "changes since ");
         mt_out_str(o, req->since);
-        if (mt_config.sample) mt_out_str(o, " (estimated)");
+        mt_out_str(o, estimated());
         amount(o, ": allocated ", (int64_t)all->ab, (int64_t)all->an, "block", 0);
         amount(o, ", freed ", (int64_t)all->fb, (int64_t)all->fn, "block", 0);
         amount(o, ", net ", all->bytes, all->blocks, "block", 1);
@@ -309,10 +308,9 @@ static void sites_header(struct mt_out *o, const struct mt_report_req *req, cons
         mt_out_str(o, req->at_exit ? "leaks: none\n" : "live blocks: none\n");
         return;
     } else {
-        amount(o,
-               mt_config.sample ? (req->at_exit ? "leaks (estimated): " : "live (estimated): ")
-                                : (req->at_exit ? "leaks: " : "live: "),
-               all->bytes, all->blocks, "block", 0);
+        mt_out_str(o, req->at_exit ? "leaks" : "live");
+        mt_out_str(o, estimated());
+        amount(o, ": ", all->bytes, all->blocks, "block", 0);
         mt_out_str(o, " by call site, largest first (");
     }
     mt_out_u64(o, n);
