@@ -222,16 +222,23 @@ int mt_stack_capture(uintptr_t hook_ip, uintptr_t *ips, int depth)
     return n;
 }
 
-/* The validated cache. An entry remembers, for one call site, the interned stack and where on
- * the stack each of its return addresses (frames 2 and up) sits, as an offset from the caller's
- * stack pointer. Entries are only made for call sites on this thread's own stack, with every slot
- * inside it, so validating an entry only reads memory that is mapped. */
+/* The validated cache. An entry remembers, for one call site, the interned stack and, for each of
+ * its return addresses (frames 2 and up), the stack word that held it and its value. The key
+ * includes the caller's stack pointer, so those words are at fixed addresses for as long as the
+ * entry matches. Entries are only made for call sites on this thread's own stack, with every word
+ * inside it, so validating an entry only reads memory that is mapped. A hit reads the entry and
+ * the stack, nothing of the interned stacks. */
+struct check {
+    const uintptr_t *slot;
+    uintptr_t ret;
+};
+
 struct entry {
     uintptr_t sp, ret, hook_ip;
     uint32_t id;
-    uint16_t n;     /* frames a hit checks; 0: not checkable (yet), see mt_stack_id */
-    uint16_t seen;  /* misses of this call site since it was last walked */
-    uint32_t off[]; /* off[k - 2]: slot of frame k */
+    uint16_t n;            /* frames a hit checks; 0: not checkable (yet), see mt_stack_id */
+    uint16_t seen;         /* misses of this call site since it was last walked */
+    struct check checks[]; /* checks[k - 2]: frame k */
 };
 
 #define CACHE_ENTRIES 256
@@ -243,7 +250,7 @@ struct mt_stack_cache {
 
 static size_t cache_bytes(size_t *stride)
 {
-    *stride = (sizeof(struct entry) + sizeof(uint32_t) * (size_t)depth_max + 7) & ~(size_t)7;
+    *stride = sizeof(struct entry) + sizeof(struct check) * (size_t)depth_max;
     return sizeof(struct mt_stack_cache) + CACHE_ENTRIES * *stride;
 }
 
@@ -275,9 +282,8 @@ static inline int same_key(const struct entry *e, const struct mt_site *site)
 static inline int still_valid(const struct entry *e, const struct mt_site *site)
 {
     if (!same_key(e, site) || !e->id) return 0;
-    const uintptr_t *f = &frames[descs[e->id - 1].first];
-    for (uint32_t k = 2; k < e->n; k++)
-        if (*(const uintptr_t *)(site->sp + e->off[k - 2]) != f[k]) return 0;
+    for (uint32_t k = 0; k + 2 < e->n; k++)
+        if (*e->checks[k].slot != e->checks[k].ret) return 0;
     return 1;
 }
 
@@ -326,8 +332,20 @@ static int walk(const struct mt_site *site, uintptr_t *ips, uintptr_t *slots, in
 #define WALK_AFTER 16
 #define UNCHECKABLE UINT16_MAX
 
-uint32_t mt_stack_id(struct mt_stack_cache *c, const struct mt_site *site)
+/* The hook has just stored its site as three 8-byte words. Read back as they were written: a
+ * wider load spanning two of them (the compiler's choice for copying the key into an entry) cannot
+ * be forwarded from the store buffer and stalls until the stores retire; perf put half of this
+ * function's cycles on it. Relaxed atomic loads are never merged. */
+static inline struct mt_site word_by_word(const struct mt_site *s)
 {
+    return (struct mt_site){__atomic_load_n(&s->hook_ip, __ATOMIC_RELAXED),
+                            __atomic_load_n(&s->ret, __ATOMIC_RELAXED),
+                            __atomic_load_n(&s->sp, __ATOMIC_RELAXED)};
+}
+
+uint32_t mt_stack_id(struct mt_stack_cache *c, const struct mt_site *at)
+{
+    const struct mt_site copy = word_by_word(at), *site = &copy;
     uintptr_t hi;
     struct entry *e = c && on_stack(site->sp, &hi) ? slot_for(c, site) : NULL;
     if (e && e->n && e->n != UNCHECKABLE && still_valid(e, site)) return e->id;
@@ -357,7 +375,7 @@ uint32_t mt_stack_id(struct mt_stack_cache *c, const struct mt_site *site)
     for (int k = 2; checkable && k < n; k++)
         if (slots[k] < site->sp || slots[k] + sizeof(uintptr_t) > hi) checkable = 0;
     for (int k = 2; checkable && k < n; k++)
-        e->off[k - 2] = (uint32_t)(slots[k] - site->sp);
+        e->checks[k - 2] = (struct check){(const uintptr_t *)slots[k], ips[k]};
     e->n = checkable ? (uint16_t)n : UNCHECKABLE;
     e->seen = 0;
     return id;
