@@ -151,7 +151,10 @@ __attribute__((noinline, cold)) static int enter_first(enum mt_kind kind)
 {
     if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) != READY && !mt_start()) return 0;
     mt_thread.guard = 1;
-    if (!(self = claim_block())) {
+    int e = errno; /* claim_block's mmap may fail */
+    self = claim_block();
+    errno = e;
+    if (!self) {
         mt_thread.guard = 0;
         return 0;
     }
@@ -219,12 +222,8 @@ static int sample_due(size_t size)
  * resource is never sampled: the program asked for it by name. */
 void mt_alloc_slow(void *p, size_t size, const struct mt_site *site)
 {
-    if (p) {
-        int e = errno;
-        if (!mt_config.sample || ((uintptr_t)p & MT_TRACK_BIT) || sample_due(size))
-            record(p, size, site);
-        errno = e;
-    }
+    if (p && (!mt_config.sample || ((uintptr_t)p & MT_TRACK_BIT) || sample_due(size)))
+        record(p, size, site);
     mt_thread.guard = 0;
 }
 

@@ -10,6 +10,7 @@
 #include "stack.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <link.h>
 #include <pthread.h>
 #include <string.h>
@@ -343,13 +344,8 @@ static inline struct mt_site word_by_word(const struct mt_site *s)
                             __atomic_load_n(&s->sp, __ATOMIC_RELAXED)};
 }
 
-uint32_t mt_stack_id(struct mt_stack_cache *c, const struct mt_site *at)
+static uint32_t unwind(struct entry *e, const struct mt_site *site, uintptr_t hi)
 {
-    const struct mt_site copy = word_by_word(at), *site = &copy;
-    uintptr_t hi;
-    struct entry *e = c && on_stack(site->sp, &hi) ? slot_for(c, site) : NULL;
-    if (e && e->n && e->n != UNCHECKABLE && still_valid(e, site)) return e->id;
-
     int exact = 0;
     if (e && same_key(e, site)) {
         if (e->n != UNCHECKABLE) e->n = 0;
@@ -379,6 +375,28 @@ uint32_t mt_stack_id(struct mt_stack_cache *c, const struct mt_site *at)
     e->n = checkable ? (uint16_t)n : UNCHECKABLE;
     e->seen = 0;
     return id;
+}
+
+/* A miss: unwinds, interns, and (when the walk gave every frame's slot) refills e. Apart from
+ * the hit path, whose frame then needs no room for these buffers nor the registers this uses.
+ * The unwinders may set errno (a failed read of a doubtful address): it is kept for the program
+ * here, the only place on the hook path that can change it. */
+__attribute__((noinline)) static uint32_t miss(struct entry *e, const struct mt_site *site,
+                                               uintptr_t hi)
+{
+    int saved_errno = errno;
+    uint32_t id = unwind(e, site, hi);
+    errno = saved_errno;
+    return id;
+}
+
+uint32_t mt_stack_id(struct mt_stack_cache *c, const struct mt_site *at)
+{
+    const struct mt_site copy = word_by_word(at), *site = &copy;
+    uintptr_t hi = 0;
+    struct entry *e = c && on_stack(site->sp, &hi) ? slot_for(c, site) : NULL;
+    if (e && e->n && e->n != UNCHECKABLE && still_valid(e, site)) return e->id;
+    return miss(e, site, hi);
 }
 
 /* libunwind's step takes mutexes of its own: a child forked while another thread held one would
