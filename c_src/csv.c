@@ -42,7 +42,7 @@ static int fd = -1;
 static int failing; /* an error was said and nothing has succeeded since */
 static uint64_t wall_offset;
 
-static const char header[] = "event,time,address,size,allocated,tid,kind,stack_id,stack\r\n";
+static const char header[] = "event,time,address,size,allocated,tid,kind,stack_id,stack,weight\r\n";
 
 static int order(const void *pa, const void *pb)
 {
@@ -133,6 +133,19 @@ static void time_field(struct mt_out *o, uint64_t ns)
     mt_out_mem(o, ms, sizeof ms);
 }
 
+/* The blocks a row stands for (mt_weigh), to three decimals: 1 without sampling. */
+static void weight_field(struct mt_out *o, const struct block *b)
+{
+    struct mt_record r = {.addr = b->addr, .size = b->size};
+    uint64_t thousandths = (mt_weigh(&r).blocks * 1000 + MT_ONE / 2) / MT_ONE;
+    uint64_t milli = thousandths % 1000;
+    mt_out_u64(o, thousandths / 1000);
+    if (!milli) return;
+    char digits[4] = {'.', (char)('0' + milli / 100), (char)('0' + milli / 10 % 10),
+                      (char)('0' + milli % 10)};
+    mt_out_mem(o, digits, sizeof digits);
+}
+
 static void row(struct mt_out *o, const char *event, const struct block *b, uint64_t event_ns,
                 uint64_t alloc_ns)
 {
@@ -154,7 +167,9 @@ static void row(struct mt_out *o, const char *event, const struct block *b, uint
         if (i) mt_out_str(o, "\n");
         mt_report_frame(o, ips[i], 1);
     }
-    mt_out_str(o, "\"\r\n");
+    mt_out_str(o, "\",");
+    weight_field(o, b);
+    mt_out_str(o, "\r\n");
 }
 
 void mt_csv_pass(const char *prog)

@@ -8,9 +8,12 @@
  * after them: their time is the pass's.
  *
  * The file starts with a header row:
- *   event,time,address,size,allocated,tid,kind,stack_id,stack
+ *   event,time,address,size,allocated,tid,kind,stack_id,stack,weight
  * time and allocated are Unix times in seconds with milliseconds; kind is heap or track
- * (mtrace_track); stack is one RFC 4180 quoted field, one frame a line, innermost first.
+ * (mtrace_track); stack is one RFC 4180 quoted field, one frame a line, innermost first; weight
+ * is how many blocks the row stands for, to three decimals: 1, or under sampling 1/p for a block
+ * sampled with probability p (account.h), so that sum(weight) and sum(size * weight) over a
+ * site estimate its blocks and bytes.
  * Records end with CRLF (RFC 4180). A file that is moved or deleted is created again, with a
  * header, at the next pass; one that has passed MTRACE_CSV_MAX bytes is emptied and restarts
  * with a header. An existing file is appended to; a symbolic link is never followed.

@@ -7,7 +7,7 @@ defmodule Mtrace.CsvTest do
 
   @moduletag timeout: 120_000
 
-  @header "event,time,address,size,allocated,tid,kind,stack_id,stack"
+  @header "event,time,address,size,allocated,tid,kind,stack_id,stack,weight"
 
   setup_all do
     build!()
@@ -15,16 +15,6 @@ defmodule Mtrace.CsvTest do
 
   defp env(path, extra \\ []),
     do: [{"MTRACE_CSV", path}, {"MTRACE_CSV_AGE", "0"}, {"MTRACE_CSV_PERIOD", "1"} | extra]
-
-  defp sqlite(file, sql) do
-    {out, 0} =
-      System.cmd("sqlite3", ["-bail", ":memory:", "-cmd", ".import --csv #{file} t", sql],
-        env: [{"LD_PRELOAD", nil}],
-        stderr_to_stdout: true
-      )
-
-    for line <- String.split(out, "\n", trim: true), do: String.split(line, "|")
-  end
 
   # "what address" lines of csvprog's output.
   defp blocks(out) do
@@ -42,7 +32,7 @@ defmodule Mtrace.CsvTest do
     assert map_size(ours) == 7
 
     sql = """
-    SELECT event, address, size, kind, allocated, time,
+    SELECT event, address, size, kind, allocated, time, weight,
            instr(stack, 'csv_keep ('), instr(stack, 'csv_drop ('),
            instr(stack, 'void* pair_alloc<int, char>(int, char) ('),
            instr(stack, 'operator"" _blk(unsigned long long) ('),
@@ -51,10 +41,11 @@ defmodule Mtrace.CsvTest do
     """
 
     rows =
-      for [event, address, size, kind, allocated, time | found] <- sqlite(file, sql),
+      for [event, address, size, kind, allocated, time, weight | found] <- sqlite(file, sql),
           Map.has_key?(ours, address) do
         [keep, drop, pair, literal, malloc_first] = Enum.map(found, &(&1 != "0"))
-        assert kind == "heap" and malloc_first
+        # Without sampling, every row stands for its one block.
+        assert kind == "heap" and malloc_first and weight == "1"
         fun = Enum.find([keep: keep, drop: drop, pair: pair, literal: literal], &elem(&1, 1))
         assert elem(fun, 0) == String.to_atom(ours[address]), "stack of #{address}"
         {event, ours[address], String.to_integer(size), allocated, time}

@@ -85,6 +85,55 @@ defmodule Mtrace.SamplingTest do
     assert sampled.dropped == 0
   end
 
+  # The leaks still live at the last export, per function: {estimated bytes, estimated blocks,
+  # rows, rows of weight 1}. The weight of a row is 1/p, to three decimals.
+  defp csv_sites(file) do
+    sql = """
+    SELECT substr(a.stack, instr(a.stack, char(10)) + 1,
+                  instr(substr(a.stack, instr(a.stack, char(10)) + 1), ' (') - 1) AS fun,
+           sum(a.size * a.weight), sum(a.weight), count(*), sum(a.weight = '1')
+    FROM t a
+    WHERE a.event = 'alloc' AND NOT EXISTS (SELECT 1 FROM t f WHERE f.event = 'free'
+      AND f.address = a.address AND f.allocated = a.allocated)
+    GROUP BY fun
+    """
+
+    for [fun, bytes, blocks, rows, ones] <- sqlite(file, sql), into: %{} do
+      {bytes, _} = Float.parse(bytes)
+      {blocks, _} = Float.parse(blocks)
+      {fun, {bytes, blocks, String.to_integer(rows), String.to_integer(ones)}}
+    end
+  end
+
+  @tag :tmp_dir
+  test "CSV rows carry their weight, so that sqlite3 sums estimate each site", %{tmp_dir: dir} do
+    file = Path.join(dir, "sampled.csv")
+
+    env = [
+      {"MTRACE_SAMPLE", "#{@sample}"},
+      {"MTRACE_CSV", file},
+      {"MTRACE_CSV_AGE", "0"},
+      {"MTRACE_SLOTS", "131072"}
+    ]
+
+    {out, 0} = run(bin("sampled"), [], env)
+    assert out == "sampled: done\n"
+    sites = csv_sites(file)
+
+    # Every 1 MiB block has its row, of weight 1; the others stand for many blocks each.
+    {fun, bytes, blocks} = @big
+    assert sites[fun] == {bytes * 1.0, blocks * 1.0, blocks, blocks}
+
+    for {fun, bytes, blocks} <- [@medium, @small] do
+      {est_bytes, est_blocks, rows, ones} = sites[fun]
+      assert close?(est_bytes, bytes), "#{fun}: #{est_bytes} bytes estimated for #{bytes}"
+      assert close?(est_blocks, blocks), "#{fun}: #{est_blocks} blocks estimated for #{blocks}"
+      assert rows < blocks / 2 and ones == 0
+    end
+
+    refute Map.has_key?(sites, "churn")
+  end
+
   @tag :tmp_dir
   test "a sampling interval larger than every block still finds and weighs what it samples",
        %{tmp_dir: dir} do

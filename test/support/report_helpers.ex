@@ -35,6 +35,17 @@ defmodule Mtrace.Test.Report do
     )
   end
 
+  @doc "The rows sql gives on a CSV file imported into sqlite3 as table t, as lists of fields."
+  def sqlite(file, sql) do
+    {out, 0} =
+      System.cmd("sqlite3", ["-bail", ":memory:", "-cmd", ".import --csv #{file} t", sql],
+        env: [{"LD_PRELOAD", nil}],
+        stderr_to_stdout: true
+      )
+
+    for line <- String.split(out, "\n", trim: true), do: String.split(line, "|")
+  end
+
   @doc "The lines of out that mtrace itself wrote as errors or warnings."
   def said(out),
     do:
