@@ -4,14 +4,15 @@
  * - mt_stack_init() reserves all memory once with mmap. Nothing here calls malloc (but glibc's
  *   pthread_getattr_np, once per thread, under the recorder's guard) and nothing takes a lock:
  *   interning is lock-free (compare-and-swap on an index word).
- * - mt_stack_id() and mt_stack_capture() run on the hook path of the calling thread. Frame 0 is
+ * - mt_stack_id() and mt_stack_capture() run on the hook path of the calling thread; mt_stack_id()
+ *   leaves errno as it found it, mt_stack_capture() may not (a failed read). Frame 0 is
  *   the hook's own address (it names the intercepted function); then come the callers outside the
  *   tracer. No other tracer frame appears, however inlining arranged them: the unwind starts at
  *   the frame whose stack pointer is the hook caller's, or else skips leading frames inside
  *   mtrace.so or the unwinder by address range; never by a fixed count.
  * - mt_stack_id() first tries the thread's stack cache: a stack seen before from the same call
  *   site (same hook, return address and caller stack pointer) is reused when every return address
- *   it recorded is still in its slot on the stack; that costs one load a frame and no unwinding.
+ *   it recorded is still in its slot on the stack; that costs a compare a frame and no unwinding.
  *   The slots come from the unwinder itself (each frame's stack pointer), never from a search.
  * - An interned stack is immutable and lives as long as the process: ids (>= 1) stay valid for
  *   readers without any lock. Two threads interning the same new stack get the same id.
