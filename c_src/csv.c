@@ -24,14 +24,8 @@
 #include "table.h"
 #include "writer.h"
 
-struct block {
-    uintptr_t addr;
-    uint64_t size, time_ns;
-    uint32_t stack, tid;
-};
-
 struct blocks {
-    struct block *v;
+    struct mt_record *v;
     size_t n, cap;
     uint64_t cutoff_ns; /* allocated at or before this, or not collected */
     int failed;
@@ -46,7 +40,7 @@ static const char header[] = "event,time,address,size,allocated,tid,kind,stack_i
 
 static int order(const void *pa, const void *pb)
 {
-    const struct block *a = pa, *b = pb;
+    const struct mt_record *a = pa, *b = pb;
     if (a->addr != b->addr) return a->addr < b->addr ? -1 : 1;
     if (a->time_ns != b->time_ns) return a->time_ns < b->time_ns ? -1 : 1;
     if (a->size != b->size) return a->size < b->size ? -1 : 1;
@@ -59,7 +53,7 @@ static void collect(const struct mt_record *r, void *arg)
     if (r->time_ns > b->cutoff_ns || b->failed) return;
     if (b->n == b->cap) {
         size_t cap = b->cap ? 2 * b->cap : 1024;
-        struct block *v = realloc(b->v, cap * sizeof *v);
+        struct mt_record *v = realloc(b->v, cap * sizeof *v);
         if (!v) {
             b->failed = 1;
             return;
@@ -67,7 +61,7 @@ static void collect(const struct mt_record *r, void *arg)
         b->v = v;
         b->cap = cap;
     }
-    b->v[b->n++] = (struct block){r->addr, r->size, r->time_ns, r->stack, r->tid};
+    b->v[b->n++] = *r;
 }
 
 static void fail(const char *what, const char *path, int err)
@@ -134,10 +128,9 @@ static void time_field(struct mt_out *o, uint64_t ns)
 }
 
 /* The blocks a row stands for (mt_weigh), to three decimals: 1 without sampling. */
-static void weight_field(struct mt_out *o, const struct block *b)
+static void weight_field(struct mt_out *o, const struct mt_record *b)
 {
-    struct mt_record r = {.addr = b->addr, .size = b->size};
-    uint64_t thousandths = (mt_weigh(&r).blocks * 1000 + MT_ONE / 2) / MT_ONE;
+    uint64_t thousandths = (mt_weigh(b).blocks * 1000 + MT_ONE / 2) / MT_ONE;
     uint64_t milli = thousandths % 1000;
     mt_out_u64(o, thousandths / 1000);
     if (!milli) return;
@@ -146,7 +139,7 @@ static void weight_field(struct mt_out *o, const struct block *b)
     mt_out_mem(o, digits, sizeof digits);
 }
 
-static void row(struct mt_out *o, const char *event, const struct block *b, uint64_t event_ns,
+static void row(struct mt_out *o, const char *event, const struct mt_record *b, uint64_t event_ns,
                 uint64_t alloc_ns)
 {
     const uintptr_t *ips;
