@@ -137,7 +137,8 @@ static inline void mt_forget(void *p)
         mt_forget_slow(p);
         return;
     }
-    if (!mt_table_remove((uintptr_t)p, NULL)) mt_count(&mt_thread.counts->untracked_frees);
+    if (!mt_table_may_hold((uintptr_t)p) || !mt_table_remove((uintptr_t)p, NULL))
+        mt_count(&mt_thread.counts->untracked_frees);
     mt_thread.guard = 0;
 }
 

@@ -13,6 +13,15 @@
  * after it is removed, so it is never below the truth (a fork between the two leaves it above,
  * which only costs a longer look).
  *
+ * A sparse table (one whose frees mostly find no record: sampling) also keeps a census, its
+ * records counted by 256 buckets of their hashes (table.h). With few records nearly every bucket
+ * is zero, so the free hook's check is a load from a hot kilobyte and a branch predicted right,
+ * where a look at the home group is a call and a load that misses the L1 cache (it took sampling
+ * from 1.10x to 1.08x on one thread). Fewer buckets fail: at 16, one free in five found its bucket
+ * taken, and the mispredicted branch cost what the look had. Like a spill count, a bucket is
+ * raised before its record is written and lowered after it is removed, so it is never below the
+ * truth.
+ *
  * The address field is the only one read outside ownership (atomically), to skip candidates that
  * merely share a fingerprint without taking them; it is written last on insert so that a record
  * whose address is set is complete, which is what the fork repair relies on.
@@ -47,8 +56,9 @@ static uint64_t epoch_ns;
 static uint8_t *tags;
 static uint16_t *spills; /* by home group; at most 16 * (WINDOW - 1) each, plus fork leftovers */
 static size_t nslots, groups, homes, window;
+struct mt_census mt_census __attribute__((aligned(64)));
 
-int mt_table_init(size_t slots)
+int mt_table_init(size_t slots, int sparse)
 {
     void *r = mmap(NULL, slots * sizeof *recs, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -73,6 +83,7 @@ int mt_table_init(size_t slots)
     groups = slots / GROUP;
     window = groups < WINDOW ? groups : WINDOW;
     homes = groups - window + 1;
+    mt_census.on = sparse;
     return 0;
 }
 
@@ -81,14 +92,15 @@ size_t mt_table_slots(void)
     return nslots;
 }
 
-static inline uint64_t hash(uintptr_t addr)
-{
-    return (uint64_t)(addr >> 4) * 0x9E3779B97F4A7C15ull;
-}
 /* Bits 24..55 scaled to [0, homes): independent of the tag's bits 56..63. */
 static inline size_t group_of(uint64_t h)
 {
     return (size_t)((((h >> 24) & 0xFFFFFFFFu) * homes) >> 32);
+}
+static inline void census_add(uint64_t h, int n)
+{
+    if (mt_census.on)
+        __atomic_fetch_add(&mt_census.count[MT_CENSUS_BUCKET(h)], (uint32_t)n, __ATOMIC_RELAXED);
 }
 static inline uint8_t tag_of(uint64_t h)
 {
@@ -173,10 +185,11 @@ static inline struct mt_record unpack(size_t s)
 
 int mt_table_insert(const struct mt_record *rec, int *replaced)
 {
-    uint64_t h = hash(rec->addr);
+    uint64_t h = mt_table_hash(rec->addr);
     size_t g0 = group_of(h);
     uint8_t t = tag_of(h);
     *replaced = 0;
+    census_add(h, 1);
 
     /* A stale record of this address can only be left by a free we never saw; replacing it keeps
      * one record per live address. */
@@ -189,6 +202,7 @@ int mt_table_insert(const struct mt_record *rec, int *replaced)
                 __atomic_store_n(&recs[s].addr, 0, __ATOMIC_RELAXED);
                 fill(s, rec);
                 give(s, t);
+                census_add(h, -1);
                 *replaced = 1;
                 return 1;
             }
@@ -206,6 +220,7 @@ int mt_table_insert(const struct mt_record *rec, int *replaced)
             return 1;
         }
     }
+    census_add(h, -1);
     return 0;
 }
 
@@ -238,6 +253,7 @@ __attribute__((noinline)) static int remove_slow(uintptr_t addr, size_t g0, uint
                 __atomic_store_n(&recs[s].addr, 0, __ATOMIC_RELAXED);
                 give(s, TAG_EMPTY);
                 if (w) spill(g0, -1);
+                census_add(mt_table_hash(addr), -1);
                 return 1;
             }
             for (unsigned m = owned; m; m &= m - 1)
@@ -250,12 +266,13 @@ __attribute__((noinline)) static int remove_slow(uintptr_t addr, size_t g0, uint
 
 int mt_table_remove(uintptr_t addr, struct mt_record *out)
 {
-    uint64_t h = hash(addr);
+    uint64_t h = mt_table_hash(addr);
     size_t g0 = group_of(h);
     uint8_t t = tag_of(h);
-    /* Most frees are of blocks without a record (sampled out, dropped, untraced): with nothing
-     * spilled from the home group, one look at its tags says so. A slot of ours may be BUSY, held
-     * by a reader: then the slow path waits for it. */
+    /* Most frees are of blocks without a record (sampled out, dropped, untraced): the census says
+     * so in a sparse table, else, with nothing spilled from the home group, one look at its tags
+     * does. A slot of ours may be BUSY, held by a reader: then the slow path waits for it. */
+    if (!mt_table_may_hold(addr)) return 0;
     __m128i v = _mm_load_si128((const __m128i *)(tags + g0 * GROUP));
     __m128i ours = _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8((char)t)),
                                 _mm_cmpeq_epi8(v, _mm_set1_epi8((char)TAG_BUSY)));
@@ -283,10 +300,12 @@ size_t mt_table_clear(void)
     for (size_t s = 0; s < nslots; s++) {
         uint8_t t = __atomic_load_n(&tags[s], __ATOMIC_RELAXED);
         if (t < 2 || !take(s, t)) continue;
-        size_t home = group_of(hash(recs[s].addr));
+        uint64_t h = mt_table_hash(recs[s].addr);
+        size_t home = group_of(h);
         __atomic_store_n(&recs[s].addr, 0, __ATOMIC_RELAXED);
         give(s, TAG_EMPTY);
         if (s / GROUP != home) spill(home, -1);
+        census_add(h, -1);
         cleared++;
     }
     return cleared;
@@ -309,6 +328,6 @@ void mt_table_after_fork(void)
         for (unsigned m = match(g, TAG_BUSY); m; m &= m - 1) {
             size_t s = g * GROUP + (size_t)__builtin_ctz(m);
             uintptr_t a = recs[s].addr;
-            tags[s] = a ? tag_of(hash(a)) : TAG_EMPTY;
+            tags[s] = a ? tag_of(mt_table_hash(a)) : TAG_EMPTY;
         }
 }

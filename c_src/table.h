@@ -2,7 +2,8 @@
  *
  * Contract
  * - Memory: reserved once by mt_table_init() with mmap (never malloc); 25.125 bytes a slot (a
- *   24-byte packed record, a one-byte tag, and a two-byte counter per 16 slots). slots is a
+ *   24-byte packed record, a one-byte tag, and a two-byte counter per 16 slots), and a 1 KiB
+ *   census in the library's own data. slots is a
  *   multiple of 16. A record keeps sizes up to 2^47 - 1 bytes, stack ids up to 2^25 - 1, thread
  *   ids up to 2^22 - 1 (Linux's limit) and its time to the millisecond for 198 days after
  *   mt_table_init(); beyond those, the largest value is kept.
@@ -31,8 +32,33 @@ struct mt_record {
     uint32_t tid;     /* allocating thread (Linux tid) */
 };
 
-/* Reserves the slots; returns 0, or -1 when the memory cannot be mapped. */
-int mt_table_init(size_t slots);
+/* Reserves the slots; returns 0, or -1 when the memory cannot be mapped. sparse: most frees will
+ * find no record (sampling); the table then keeps a census, which answers them without a look at
+ * the slots, at the cost of a shared counter that every insert and removal writes. */
+int mt_table_init(size_t slots, int sparse);
+
+/* Where an address is kept: table.c takes its home group, fingerprint and census bucket from this
+ * hash. */
+static inline uint64_t mt_table_hash(uintptr_t addr)
+{
+    return (uint64_t)(addr >> 4) * 0x9E3779B97F4A7C15ull;
+}
+
+/* A sparse table's records, counted by bits 16..23 of their hashes; written by table.c only. */
+#define MT_CENSUS_BUCKET(h) ((h) >> 16 & 255)
+extern struct mt_census {
+    int on;
+    uint32_t count[256];
+} mt_census __attribute__((visibility("hidden")));
+
+/* Returns 0 when addr surely has no record (its census bucket is empty), else 1. A check for the
+ * free hook to make inline; mt_table_remove() makes it too. */
+static inline int mt_table_may_hold(uintptr_t addr)
+{
+    return !mt_census.on || __atomic_load_n(&mt_census.count[MT_CENSUS_BUCKET(mt_table_hash(addr))],
+                                            __ATOMIC_RELAXED) != 0;
+}
+
 size_t mt_table_slots(void);
 
 /* Stores rec (rec->addr != 0). A stale record of the same address (its free was never seen) is

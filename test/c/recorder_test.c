@@ -1,14 +1,15 @@
 /* recorder_test.c: the recorder, live table and stack interning, driven directly (no LD_PRELOAD):
- * the recorder never dereferences a recorded address, so made-up addresses serve as blocks.
+ * the recorder never dereferences a recorded address, so made-up addresses serve as blocks. Run
+ * with MTRACE_SAMPLE=1, it checks the same with a sparse table (table.h): every block sampled.
  * Prints one line per check and "N passed, M failed"; exits 1 on any failure. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
-#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../../c_src/recorder.h"
@@ -30,10 +31,11 @@ static void check(int ok, const char *what)
 /* No frame has this stack pointer: the recorder falls back to a plain unwind. */
 #define SITE (&(struct mt_site){HOOK, 0x5678, 16})
 /* Each made-up block's size is a function of its address: a record whose size does not match its
- * address was torn or misattributed. */
+ * address was torn or misattributed. Sizes start at 64 bytes, so that under MTRACE_SAMPLE=1 every
+ * block is sampled but for a chance of e^-64. */
 static uint64_t size_of(uintptr_t a)
 {
-    return (a >> 4) * 2654435761u % 100000 + 1;
+    return (a >> 4) * 2654435761u % 100000 + 64;
 }
 static void *block(unsigned owner, unsigned i)
 {
@@ -212,6 +214,28 @@ static void test_threads(void)
         check(scan_owner(owner).seen == 0, "every writer's records are gone after its frees");
 }
 
+static void count_bucket(const struct mt_record *r, void *arg)
+{
+    ((uint32_t *)arg)[MT_CENSUS_BUCKET(mt_table_hash(r->addr))]++;
+}
+
+/* With no thread inside the table, a sparse table's census counts exactly the records it holds. */
+static void test_census(void)
+{
+    uint32_t held[256] = {0};
+    for (unsigned i = 0; i < 300; i++)
+        alloc(block(5, i));
+    for (unsigned i = 0; i < 300; i += 3)
+        release(block(5, i));
+    mt_table_each(count_bucket, held);
+    int same = 1;
+    for (int b = 0; b < 256; b++)
+        same &= mt_census.count[b] == (mt_census.on ? held[b] : 0);
+    check(same, mt_census.on ? "the census counts every record in its bucket"
+                             : "a table that is not sparse keeps no census");
+    mt_table_clear();
+}
+
 /* The table keeps records packed: every field must come back as it went in, up to its limit. */
 static void test_packing(void)
 {
@@ -249,6 +273,7 @@ int main(void)
     test_interning();
     test_threads();
     test_packing();
+    test_census();
     printf("%d passed, %d failed\n", passed, failed);
     return failed != 0;
 }
