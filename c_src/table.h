@@ -3,10 +3,10 @@
  * Contract
  * - Memory: reserved once by mt_table_init() with mmap (never malloc); 25.125 bytes a slot (a
  *   24-byte packed record, a one-byte tag, and a two-byte counter per 16 slots), and a 1 KiB
- *   census in the library's own data. slots is a
- *   multiple of 16. A record keeps sizes up to 2^47 - 1 bytes, stack ids up to 2^25 - 1, thread
- *   ids up to 2^22 - 1 (Linux's limit) and its time to the millisecond for 198 days after
- *   mt_table_init(); beyond those, the largest value is kept.
+ *   census in the library's own data. slots is a multiple of 16. A record keeps sizes up to
+ *   2^47 - 1 bytes, stack ids up to 2^25 - 1, thread ids up to 2^22 - 1 (Linux's limit) and its
+ *   time to the millisecond for 198 days after mt_table_init(); beyond those, the largest value
+ *   is kept.
  * - Thread safety: every function may run on any thread at once. There is no table-wide lock.
  *   A slot is owned by whoever swings its tag to BUSY with a compare-and-swap; owners hold a slot
  *   for a few stores, never across a call. Readers take a slot the same way, so a copied record is
