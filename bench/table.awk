@@ -16,9 +16,11 @@ NR > 1 {
 }
 
 END {
-    title["pair"] = "malloc+free pair in bench/mbench.c: best repetition, median over rounds (ratio to untraced, same round)"
+    title["pair"] = "malloc+free pair in bench/mbench.c: best repetition, median over rounds " \
+        "(ratio to untraced, same round)"
     title["memory"] = "memory: RSS with mtrace less without (C); Mtrace.stats() (BEAM node)"
-    title["beam"] = "the BEAM: median over rounds (ratio to untraced, same round); NIF pairs: best repetition"
+    title["beam"] = "the BEAM: median over rounds (ratio to untraced, same round); " \
+        "NIF pairs: best repetition"
     title["olds"] = "Mtrace.olds(100, true): cold (first call, symbol tables read) and warm"
     for (i = 1; i <= nsec; i++) {
         s = sections[i]
