@@ -119,7 +119,6 @@ void mt_config_load(void)
     load_size("MTRACE_SLOTS", 16, (size_t)1 << 30, &mt_config.slots);
     load_size("MTRACE_DEPTH", 2, MT_DEPTH_MAX, &depth);
     load_size("MTRACE_STACKS", 16, (size_t)1 << 24, &mt_config.stacks);
-    load_size("MTRACE_LANES", 0, 64, &mt_config.lanes);
     mt_config.depth = (int)depth;
     load_size("MTRACE_SAMPLE", 0, (size_t)1 << 40, &mt_config.sample);
 

@@ -18,7 +18,6 @@ struct mt_config {
     size_t slots;          /* MTRACE_SLOTS: live-table slots, rounded up to a multiple of 16 */
     int depth;             /* MTRACE_DEPTH: frames kept per stack, hook frame included */
     size_t stacks;         /* MTRACE_STACKS: distinct stacks the intern table can hold */
-    size_t lanes;          /* MTRACE_LANES: parts of the live table (table.h), 0: one per CPU */
     enum mt_unwind unwind; /* MTRACE_UNWIND: libunwind (default) or fp */
     size_t sample;         /* MTRACE_SAMPLE: mean bytes between sampled allocations, 0: all */
     /* Reports and CSV (report.h, csv.h); the strings are copies, NULL when unset. */

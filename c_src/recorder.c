@@ -106,19 +106,10 @@ static void after_fork_child(void)
     mt_stack_fork_child();
 }
 
-/* One lane of the live table per CPU that can run a thread at once, up to 8: more would make the
- * free of a block from another thread, or of one never recorded, look in more places. */
-static size_t lanes(void)
-{
-    if (mt_config.lanes) return mt_config.lanes;
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    return cpus < 1 ? 1 : cpus > 8 ? 8 : (size_t)cpus;
-}
-
 static void init(void)
 {
     mt_config_load();
-    if (mt_table_init(mt_config.slots, mt_config.sample != 0, lanes()) != 0 ||
+    if (mt_table_init(mt_config.slots, mt_config.sample != 0) != 0 ||
         mt_stack_init(mt_config.stacks, mt_config.depth, mt_config.unwind) != 0) {
         static const char msg[] = "mtrace: cannot reserve memory for the tables; not recording\n";
         while (write(2, msg, sizeof msg - 1) < 0 && errno == EINTR)
@@ -167,7 +158,6 @@ __attribute__((noinline, cold)) static int enter_first(enum mt_kind kind)
         mt_thread.guard = 0;
         return 0;
     }
-    mt_thread.lane = mt_table_lane_next();
     mt_thread.counts = &self->s;
     mt_count(&mt_thread.counts->calls[kind]);
     return 1;
@@ -191,7 +181,7 @@ static void record(void *p, size_t size, const struct mt_site *site)
         .stack = id,
         .tid = tid(),
     };
-    int replaced, stored = mt_table_insert(&r, mt_thread.lane, &replaced);
+    int replaced, stored = mt_table_insert(&r, &replaced);
     if (!stored)
         mt_count(&mt_thread.counts->dropped);
     else if (replaced)
@@ -250,7 +240,7 @@ struct mt_weight mt_weigh(const struct mt_record *r)
  * one, and takes p's bytes off the totals when reports keep them. Returns 1 when p had a record. */
 static int drop(void *p, struct mt_record *old)
 {
-    int had = mt_table_remove((uintptr_t)p, mt_thread.lane, old);
+    int had = mt_table_remove((uintptr_t)p, old);
     if (!had) mt_count(&mt_thread.counts->untracked_frees);
     if (MT_ACCOUNTING) mt_account_free(p, had ? old : NULL);
     return had;
@@ -276,32 +266,11 @@ void mt_realloc_done(void *q, size_t size, const struct mt_site *site, int keep_
         return;
     }
     if (keep_old) {
-        int replaced, stored = mt_table_insert(old, mt_thread.lane, &replaced);
+        int replaced, stored = mt_table_insert(old, &replaced);
         if (!stored) mt_count(&mt_thread.counts->dropped);
         if (MT_ACCOUNTING) mt_account_restore(old, stored);
     }
     mt_thread.guard = 0;
-}
-
-/* The table neither allocates nor takes a lock, so it may be used wherever a hook runs, even
- * from inside mtrace; before the recorder is ready there is no table and no record. */
-int mt_take_unentered(void *p, struct mt_record *old)
-{
-    if (!p || !mt_active() || !mt_table_remove((uintptr_t)p, mt_thread.lane, old)) return 0;
-    if (MT_ACCOUNTING) mt_account_free(p, old);
-    return 1;
-}
-
-void mt_forget_unentered(void *p)
-{
-    struct mt_record old;
-    mt_take_unentered(p, &old);
-}
-
-void mt_put_back_unentered(const struct mt_record *old)
-{
-    int replaced, stored = mt_table_insert(old, mt_thread.lane, &replaced);
-    if (MT_ACCOUNTING) mt_account_restore(old, stored);
 }
 
 int mt_active(void)

@@ -80,7 +80,6 @@ struct mt_thread {
     int shared;              /* counts is shared (threads past their TLS destructors): atomic */
     struct mt_stats *counts; /* the thread's counters; NULL before its first call */
     int64_t sample_left;     /* bytes to allocate before the next sampled block */
-    size_t lane;             /* the thread's lane of the live table (table.h) */
 };
 
 extern MT_TLS struct mt_thread mt_thread MT_HIDDEN;
@@ -138,7 +137,7 @@ static inline void mt_forget(void *p)
         mt_forget_slow(p);
         return;
     }
-    if (!mt_table_may_hold((uintptr_t)p) || !mt_table_remove((uintptr_t)p, mt_thread.lane, NULL))
+    if (!mt_table_may_hold((uintptr_t)p) || !mt_table_remove((uintptr_t)p, NULL))
         mt_count(&mt_thread.counts->untracked_frees);
     mt_thread.guard = 0;
 }
@@ -151,15 +150,6 @@ int mt_take(void *p, struct mt_record *old);
  * with keep_old set (the old block is still live) puts old back. Releases the guard. */
 void mt_realloc_done(void *q, size_t size, const struct mt_site *site, int keep_old,
                      const struct mt_record *old);
-
-/* free and the realloc family when mt_enter refused (the thread is inside mtrace, or could not
- * get counters): nothing is counted or recorded, but the block's record still goes, so that no
- * record outlives its block (a stale record would hide a later allocation at its address from
- * the other lanes, table.h). mt_take_unentered returns 1 when p had a record, which
- * mt_put_back_unentered restores when the real realloc failed. */
-void mt_forget_unentered(void *p);
-int mt_take_unentered(void *p, struct mt_record *old);
-void mt_put_back_unentered(const struct mt_record *old);
 
 /* Nonzero once this library is the process's allocator interceptor and its table is ready. */
 int mt_active(void);

@@ -6,20 +6,6 @@
  * never wrap around the end. A tag is EMPTY, BUSY
  * (owned by one thread) or a 2..255 fingerprint of the address.
  *
- * Lanes: the groups are cut into equal lanes, and each thread is given one (in turn, at its first
- * call). An address has a home in every lane, at the same place; a thread stores in its own lane,
- * and only when that window is full in the next lanes'. A thread that frees its own blocks thus
- * writes only lines of its own lane. With one shared set of lines, the cache lines of the tags
- * moved between cores on almost every call: on two threads that cost more than the rest of the
- * hook (mbench, two threads: 1.86x untraced with one lane, 1.53x with two), and twice as much
- * again when the host put the two cores far apart. A free looks in its own lane first, then in
- * the others (a block freed by another thread, or never recorded).
- * - A stale record (its free never reached the hooks: the program called glibc's __libc_free
- *   itself) is replaced by the next insert of its address in the same lane. Looking in every
- *   lane for it would read the other threads' lines on every insert, which cost more than one
- *   lane did (2.19x). Keys with bit 63 set (never a user-space address: the C API's resources)
- *   all live in lane 0, so that one of them never has two records.
- *
  * Most records live in their home group. Each group counts its spills: the records whose home it
  * is that live further on in the window. While a group has none, an address of that home is looked
  * for in that one group, so the free of an untraced pointer usually reads 16 tags and a counter,
@@ -50,7 +36,6 @@
 enum { TAG_EMPTY = 0, TAG_BUSY = 1 };
 #define GROUP 16
 #define WINDOW 4
-#define MIN_LANE_GROUPS 8
 
 /* A record as kept: 24 bytes. Sizes above 2^47 - 1 bytes (more than x86-64's 128 TiB of user
  * address space) are kept as that; times are milliseconds since the table was made, kept for
@@ -70,11 +55,10 @@ static struct slot *recs;
 static uint64_t epoch_ns;
 static uint8_t *tags;
 static uint16_t *spills; /* by home group; at most 16 * (WINDOW - 1) each, plus fork leftovers */
-static size_t nslots, groups, homes, window, lanes, lane_groups;
-static size_t lanes_given;
+static size_t nslots, groups, homes, window;
 struct mt_census mt_census __attribute__((aligned(64)));
 
-int mt_table_init(size_t slots, int sparse, size_t want_lanes)
+int mt_table_init(size_t slots, int sparse)
 {
     void *r = mmap(NULL, slots * sizeof *recs, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -97,12 +81,8 @@ int mt_table_init(size_t slots, int sparse, size_t want_lanes)
     epoch_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
     nslots = slots;
     groups = slots / GROUP;
-    lanes = want_lanes > 1 ? want_lanes : 1;
-    while (lanes > 1 && (groups % lanes || groups / lanes < MIN_LANE_GROUPS))
-        lanes--;
-    lane_groups = groups / lanes;
-    window = lane_groups < WINDOW ? lane_groups : WINDOW;
-    homes = lane_groups - window + 1;
+    window = groups < WINDOW ? groups : WINDOW;
+    homes = groups - window + 1;
     mt_census.on = sparse;
     return 0;
 }
@@ -112,26 +92,10 @@ size_t mt_table_slots(void)
     return nslots;
 }
 
-size_t mt_table_lanes(void)
+/* Bits 24..55 scaled to [0, homes): independent of the tag's bits 56..63. */
+static inline size_t group_of(uint64_t h)
 {
-    return lanes;
-}
-
-size_t mt_table_lane_next(void)
-{
-    return __atomic_fetch_add(&lanes_given, 1, __ATOMIC_RELAXED) % lanes;
-}
-
-/* The lane an address is stored in first: the caller's, or 0 for a key with bit 63 set. */
-static inline size_t lane_of(uintptr_t addr, size_t lane)
-{
-    return addr >> 63 ? 0 : lane;
-}
-
-/* The home in lane l: bits 24..55 scaled to [0, homes), independent of the tag's bits 56..63. */
-static inline size_t group_of(uint64_t h, size_t l)
-{
-    return l * lane_groups + (size_t)((((h >> 24) & 0xFFFFFFFFu) * homes) >> 32);
+    return (size_t)((((h >> 24) & 0xFFFFFFFFu) * homes) >> 32);
 }
 static inline void census_add(uint64_t h, int n)
 {
@@ -219,37 +183,10 @@ static inline struct mt_record unpack(size_t s)
     };
 }
 
-/* Stores rec in the window of home g0, if it has an empty slot. */
-static inline __attribute__((always_inline)) int store(size_t g0, uint8_t t,
-                                                       const struct mt_record *rec)
-{
-    for (size_t w = 0; w < window; w++) {
-        size_t g = g0 + w;
-        for (unsigned m = match(g, TAG_EMPTY); m; m &= m - 1) {
-            size_t s = g * GROUP + (size_t)__builtin_ctz(m);
-            if (!take(s, TAG_EMPTY)) continue;
-            if (w) spill(g0, 1);
-            fill(s, rec);
-            give(s, t);
-            return 1;
-        }
-    }
-    return 0;
-}
-
-/* The thread's own lane was full at this address: the next lanes in turn. */
-__attribute__((noinline)) static int store_elsewhere(uint64_t h, uint8_t t, size_t own,
-                                                     const struct mt_record *rec)
-{
-    for (size_t k = 1; k < lanes; k++)
-        if (store(group_of(h, (own + k) % lanes), t, rec)) return 1;
-    return 0;
-}
-
-int mt_table_insert(const struct mt_record *rec, size_t lane, int *replaced)
+int mt_table_insert(const struct mt_record *rec, int *replaced)
 {
     uint64_t h = mt_table_hash(rec->addr);
-    size_t own = lane_of(rec->addr, lane), g0 = group_of(h, own);
+    size_t g0 = group_of(h);
     uint8_t t = tag_of(h);
     *replaced = 0;
     census_add(h, 1);
@@ -272,7 +209,17 @@ int mt_table_insert(const struct mt_record *rec, size_t lane, int *replaced)
             give(s, t);
         }
     }
-    if (store(g0, t, rec) || (lanes > 1 && store_elsewhere(h, t, own, rec))) return 1;
+    for (size_t w = 0; w < window; w++) {
+        size_t g = g0 + w;
+        for (unsigned m = match(g, TAG_EMPTY); m; m &= m - 1) {
+            size_t s = g * GROUP + (size_t)__builtin_ctz(m);
+            if (!take(s, TAG_EMPTY)) continue;
+            if (w) spill(g0, 1);
+            fill(s, rec);
+            give(s, t);
+            return 1;
+        }
+    }
     census_add(h, -1);
     return 0;
 }
@@ -317,36 +264,20 @@ __attribute__((noinline)) static int remove_slow(uintptr_t addr, size_t g0, uint
     }
 }
 
-/* The look at one lane: the home group's tags, and the window only when something spilled. A slot
- * of ours may be BUSY, held by a reader: then the slow path waits for it. */
-static inline int remove_in(uintptr_t addr, uint64_t h, uint8_t t, size_t l, struct mt_record *out)
+int mt_table_remove(uintptr_t addr, struct mt_record *out)
 {
-    size_t g0 = group_of(h, l);
+    uint64_t h = mt_table_hash(addr);
+    size_t g0 = group_of(h);
+    uint8_t t = tag_of(h);
+    /* Most frees are of blocks without a record (sampled out, dropped, untraced): the census says
+     * so in a sparse table, else, with nothing spilled from the home group, one look at its tags
+     * does. A slot of ours may be BUSY, held by a reader: then the slow path waits for it. */
+    if (!mt_table_may_hold(addr)) return 0;
     __m128i v = _mm_load_si128((const __m128i *)(tags + g0 * GROUP));
     __m128i ours = _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8((char)t)),
                                 _mm_cmpeq_epi8(v, _mm_set1_epi8((char)TAG_BUSY)));
     if (!_mm_movemask_epi8(ours) && reach(g0) == 1) return 0;
     return remove_slow(addr, g0, t, out);
-}
-
-/* Not in the thread's own lane: allocated by a thread of another lane, or never recorded. */
-__attribute__((noinline)) static int remove_elsewhere(uintptr_t addr, uint64_t h, uint8_t t,
-                                                      size_t own, struct mt_record *out)
-{
-    for (size_t k = 1; k < lanes; k++)
-        if (remove_in(addr, h, t, (own + k) % lanes, out)) return 1;
-    return 0;
-}
-
-int mt_table_remove(uintptr_t addr, size_t lane, struct mt_record *out)
-{
-    /* Most frees are of blocks without a record (sampled out, dropped, untraced): the census says
-     * so in a sparse table, else one look at the home group in each lane does. */
-    if (!mt_table_may_hold(addr)) return 0;
-    uint64_t h = mt_table_hash(addr);
-    uint8_t t = tag_of(h);
-    size_t own = lane_of(addr, lane);
-    return remove_in(addr, h, t, own, out) || (lanes > 1 && remove_elsewhere(addr, h, t, own, out));
 }
 
 size_t mt_table_each(void (*fn)(const struct mt_record *, void *), void *arg)
@@ -370,7 +301,7 @@ size_t mt_table_clear(void)
         uint8_t t = __atomic_load_n(&tags[s], __ATOMIC_RELAXED);
         if (t < 2 || !take(s, t)) continue;
         uint64_t h = mt_table_hash(recs[s].addr);
-        size_t home = group_of(h, s / GROUP / lane_groups);
+        size_t home = group_of(h);
         __atomic_store_n(&recs[s].addr, 0, __ATOMIC_RELAXED);
         give(s, TAG_EMPTY);
         if (s / GROUP != home) spill(home, -1);

@@ -11,15 +11,9 @@
  *   A slot is owned by whoever swings its tag to BUSY with a compare-and-swap; owners hold a slot
  *   for a few stores, never across a call. Readers take a slot the same way, so a copied record is
  *   never torn: address, size, time, thread and stack always belong to one allocation.
- * - The slots are cut into lanes, and each thread is given one: its records go to its own lane,
- *   so that threads that free their own blocks do not write the same cache lines. An address is
- *   looked for in a fixed window of slots (a probe window) after its hash, in the caller's lane
- *   first and then in the others'. A record that finds no free slot in any of its windows is not
- *   stored: mt_table_insert() returns 0 and the caller counts the drop. Removal frees a slot at
- *   once (no tombstones), so the table never degrades.
- * - One record per address: an insert replaces a stale record of its address (one whose free was
- *   never seen) held in the caller's lane. Keys with bit 63 set, which no user-space address has,
- *   all go to lane 0, so for them the rule is exact.
+ * - An address is looked for in a fixed window of slots (a probe window) after its hash. A record
+ *   that finds no free slot in its window is not stored: mt_table_insert() returns 0 and the caller
+ *   counts the drop. Removal frees a slot at once (no tombstones), so the table never degrades.
  * - Fork: mt_table_after_fork() (child side) repairs slots left BUSY by threads that do not exist
  *   in the child; afterwards no operation can wait on them.
  * - None of these functions allocates, takes a lock, prints or changes errno.
@@ -40,9 +34,8 @@ struct mt_record {
 
 /* Reserves the slots; returns 0, or -1 when the memory cannot be mapped. sparse: most frees will
  * find no record (sampling); the table then keeps a census, which answers them without a look at
- * the slots, at the cost of a shared counter that every insert and removal writes. lanes: at most
- * that many (fewer when a lane would have under 128 slots, or to divide the slots evenly). */
-int mt_table_init(size_t slots, int sparse, size_t lanes);
+ * the slots, at the cost of a shared counter that every insert and removal writes. */
+int mt_table_init(size_t slots, int sparse);
 
 /* Where an address is kept: table.c takes its home group, fingerprint and census bucket from this
  * hash. */
@@ -67,19 +60,13 @@ static inline int mt_table_may_hold(uintptr_t addr)
 }
 
 size_t mt_table_slots(void);
-size_t mt_table_lanes(void);
 
-/* The lane for a new thread: each in turn. */
-size_t mt_table_lane_next(void);
+/* Stores rec (rec->addr != 0). A stale record of the same address (its free was never seen) is
+ * replaced; *replaced is set to 1 then. Returns 1 if stored, 0 if the probe window was full. */
+int mt_table_insert(const struct mt_record *rec, int *replaced);
 
-/* Stores rec (rec->addr != 0), in lane (the caller's, < mt_table_lanes()) if it has room. A stale
- * record of the same address in that lane (its free was never seen) is replaced; *replaced is set
- * to 1 then. Returns 1 if stored, 0 if every probe window was full. */
-int mt_table_insert(const struct mt_record *rec, size_t lane, int *replaced);
-
-/* Removes the record of addr, looking in lane first. Returns 1 and copies it to *out (if out) when
- * there was one. */
-int mt_table_remove(uintptr_t addr, size_t lane, struct mt_record *out);
+/* Removes the record of addr. Returns 1 and copies it to *out (if out) when there was one. */
+int mt_table_remove(uintptr_t addr, struct mt_record *out);
 
 /* Calls fn on a consistent copy of every record, in slot order; the slot is held only while it
  * is copied, never while fn runs. Returns the number of records visited. */
