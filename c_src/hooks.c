@@ -61,14 +61,22 @@ EXPORT void *calloc(size_t count, size_t n)
 
 EXPORT void free(void *p)
 {
-    if (mt_enter(MT_FREE)) mt_forget(p);
+    if (mt_enter(MT_FREE))
+        mt_forget(p);
+    else
+        mt_forget_unentered(p);
     __libc_free(p);
 }
 
 EXPORT void *realloc(void *p, size_t n)
 {
-    if (!mt_enter(MT_REALLOC)) return __libc_realloc(p, n);
     struct mt_record old;
+    if (!mt_enter(MT_REALLOC)) {
+        int had = mt_take_unentered(p, &old);
+        void *q = __libc_realloc(p, n);
+        if (had && !q && n != 0) mt_put_back_unentered(&old);
+        return q;
+    }
     int had = mt_take(p, &old);
     void *q = __libc_realloc(p, n);
     mt_realloc_done(q, n, &MT_SITE(realloc), had && n != 0, &old);
@@ -81,10 +89,15 @@ EXPORT void *reallocarray(void *p, size_t count, size_t n)
         errno = ENOMEM;
         return NULL;
     }
-    if (!mt_enter(MT_REALLOCARRAY)) return real_reallocarray(p, count, n);
     size_t bytes;
     int overflow = __builtin_mul_overflow(count, n, &bytes);
     struct mt_record old;
+    if (!mt_enter(MT_REALLOCARRAY)) {
+        int had = mt_take_unentered(p, &old);
+        void *q = real_reallocarray(p, count, n);
+        if (had && !q && (overflow || bytes != 0)) mt_put_back_unentered(&old);
+        return q;
+    }
     int had = mt_take(p, &old);
     void *q = real_reallocarray(p, count, n);
     mt_realloc_done(q, bytes, &MT_SITE(reallocarray), had && (overflow || bytes != 0), &old);

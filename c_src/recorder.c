@@ -273,6 +273,27 @@ void mt_realloc_done(void *q, size_t size, const struct mt_site *site, int keep_
     mt_thread.guard = 0;
 }
 
+/* The table neither allocates nor takes a lock, so it may be used wherever a hook runs, even
+ * from inside mtrace; before the recorder is ready there is no table and no record. */
+int mt_take_unentered(void *p, struct mt_record *old)
+{
+    if (!p || !mt_active() || !mt_table_remove((uintptr_t)p, old)) return 0;
+    if (MT_ACCOUNTING) mt_account_free(p, old);
+    return 1;
+}
+
+void mt_forget_unentered(void *p)
+{
+    struct mt_record old;
+    mt_take_unentered(p, &old);
+}
+
+void mt_put_back_unentered(const struct mt_record *old)
+{
+    int replaced, stored = mt_table_insert(old, &replaced);
+    if (MT_ACCOUNTING) mt_account_restore(old, stored);
+}
+
 int mt_active(void)
 {
     return __atomic_load_n(&state, __ATOMIC_ACQUIRE) == READY;

@@ -151,6 +151,14 @@ int mt_take(void *p, struct mt_record *old);
 void mt_realloc_done(void *q, size_t size, const struct mt_site *site, int keep_old,
                      const struct mt_record *old);
 
+/* free and the realloc family when mt_enter refused (the thread is inside mtrace, or could not
+ * get counters): nothing is counted or recorded, but the block's record still goes, so that no
+ * record outlives its block. mt_take_unentered returns 1 when p had a record, which
+ * mt_put_back_unentered restores when the real realloc failed. */
+void mt_forget_unentered(void *p);
+int mt_take_unentered(void *p, struct mt_record *old);
+void mt_put_back_unentered(const struct mt_record *old);
+
 /* Nonzero once this library is the process's allocator interceptor and its table is ready. */
 int mt_active(void);
 

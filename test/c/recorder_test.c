@@ -47,9 +47,13 @@ static void alloc(void *p)
     if (mt_enter(MT_MALLOC)) mt_alloc_done(p, size_of((uintptr_t)p), SITE);
 }
 
+/* As the free hook does it. */
 static void release(void *p)
 {
-    if (mt_enter(MT_FREE)) mt_forget(p);
+    if (mt_enter(MT_FREE))
+        mt_forget(p);
+    else
+        mt_forget_unentered(p);
 }
 
 struct scan {
@@ -138,6 +142,20 @@ static void test_full_table(void)
     check(s.seen + dropped == 4 * slots, "every allocation is either held or counted as dropped");
     check(s.seen > slots / 2 && s.seen <= slots && s.bad == 0,
           "a full table holds most slots and misattributes nothing");
+    mt_table_clear();
+}
+
+/* A free from a thread inside mtrace (the NIF, the symbolizer, or the unwinder) records nothing,
+ * but must not leave the block's record behind. */
+static void test_guarded_free(void)
+{
+    alloc(block(6, 1));
+    alloc(block(6, 2));
+    mt_guard_hold();
+    release(block(6, 1));
+    mt_guard_release();
+    struct scan s = scan_owner(6);
+    check(s.seen == 1 && s.bad == 0, "a free made inside mtrace still removes its record");
     mt_table_clear();
 }
 
@@ -270,6 +288,7 @@ int main(void)
     test_basics();
     test_realloc();
     test_full_table();
+    test_guarded_free();
     test_interning();
     test_threads();
     test_packing();
