@@ -258,6 +258,14 @@ int mt_take(void *p, struct mt_record *old)
     return p ? drop(p, old) : 0;
 }
 
+/* A failed realloc's old record, stored again; returns 0 when no slot was left for it. */
+static int put_back(const struct mt_record *old)
+{
+    int replaced, stored = mt_table_insert(old, &replaced);
+    if (MT_ACCOUNTING) mt_account_restore(old, stored);
+    return stored;
+}
+
 void mt_realloc_done(void *q, size_t size, const struct mt_site *site, int keep_old,
                      const struct mt_record *old)
 {
@@ -265,11 +273,7 @@ void mt_realloc_done(void *q, size_t size, const struct mt_site *site, int keep_
         mt_alloc_done(q, size, site);
         return;
     }
-    if (keep_old) {
-        int replaced, stored = mt_table_insert(old, &replaced);
-        if (!stored) mt_count(&mt_thread.counts->dropped);
-        if (MT_ACCOUNTING) mt_account_restore(old, stored);
-    }
+    if (keep_old && !put_back(old)) mt_count(&mt_thread.counts->dropped);
     mt_thread.guard = 0;
 }
 
@@ -290,8 +294,7 @@ void mt_forget_unentered(void *p)
 
 void mt_put_back_unentered(const struct mt_record *old)
 {
-    int replaced, stored = mt_table_insert(old, &replaced);
-    if (MT_ACCOUNTING) mt_account_restore(old, stored);
+    put_back(old);
 }
 
 int mt_active(void)
