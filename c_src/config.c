@@ -58,7 +58,8 @@ static void load_size(const char *name, size_t lo, size_t hi, size_t *out)
     const char *c = s;
     if (*c == '\0') goto bad;
     for (; *c; c++) {
-        if (*c < '0' || *c > '9' || v > (hi - (size_t)(*c - '0')) / 10) goto bad;
+        size_t d = (size_t)(*c - '0');
+        if (*c < '0' || *c > '9' || d > hi || v > (hi - d) / 10) goto bad;
         v = v * 10 + (size_t)(*c - '0');
     }
     if (v < lo) goto bad;
