@@ -1,11 +1,15 @@
 /* config.c: parses MTRACE_* once; see config.h for the contract. */
+#define _GNU_SOURCE
 #include "config.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "table.h"
 
 struct mt_config mt_config = {
     .slots = 4096,
@@ -114,6 +118,15 @@ static int load_signal(const char *name)
     return 0;
 }
 
+/* One lane per CPU the process may run on: sched_getaffinity neither allocates nor opens a file. */
+static size_t cpu_lanes(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+    int n = CPU_COUNT(&set);
+    return n < 1 ? 1 : n > MT_TABLE_LANES_MAX ? MT_TABLE_LANES_MAX : (size_t)n;
+}
+
 void mt_config_load(void)
 {
     size_t depth = (size_t)mt_config.depth;
@@ -122,6 +135,8 @@ void mt_config_load(void)
     load_size("MTRACE_STACKS", 16, (size_t)1 << 24, &mt_config.stacks);
     mt_config.depth = (int)depth;
     load_size("MTRACE_SAMPLE", 0, (size_t)1 << 40, &mt_config.sample);
+    mt_config.lanes = cpu_lanes();
+    load_size("MTRACE_LANES", 1, MT_TABLE_LANES_MAX, &mt_config.lanes);
 
     const char *u = getenv("MTRACE_UNWIND");
     if (u && strcmp(u, "fp") == 0)

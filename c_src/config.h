@@ -2,8 +2,8 @@
  *
  * Contract
  * - mt_config_load() is called once, from the recorder's first initialisation, before any
- *   record is made. It uses getenv and write(2) only: no malloc, no stdio, so it is safe on the
- *   hook path of the very first allocation.
+ *   record is made. It uses getenv, sched_getaffinity and write(2) only: no malloc, no stdio, so
+ *   it is safe on the hook path of the very first allocation.
  * - A malformed value prints exactly one line, "mtrace: ...", on stderr and the default is kept.
  * - After loading, mt_config is read-only: every thread may read it without a lock.
  */
@@ -20,6 +20,7 @@ struct mt_config {
     size_t stacks;         /* MTRACE_STACKS: distinct stacks the intern table can hold */
     enum mt_unwind unwind; /* MTRACE_UNWIND: libunwind (default) or fp */
     size_t sample;         /* MTRACE_SAMPLE: mean bytes between sampled allocations, 0: all */
+    size_t lanes;          /* MTRACE_LANES: table lanes (table.h); one per CPU available */
     /* Reports and CSV (report.h, csv.h); the strings are copies, NULL when unset. */
     const char *report;  /* MTRACE_REPORT: "stderr", "none" or a path template */
     int report_signal;   /* MTRACE_REPORT_SIGNAL: a signal number, 0 for none */

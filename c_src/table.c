@@ -1,17 +1,26 @@
 /* table.c: the live table (see table.h).
  *
  * Layout: records in one array, tags in another, both from mmap. Slots come in groups of 16 so
- * that one SSE2 compare tests 16 tags; an address may live anywhere in the WINDOW groups from its
- * home group. Homes are spread over the groups that have a whole window after them, so windows
- * never wrap around the end. A tag is EMPTY, BUSY
- * (owned by one thread) or a 2..255 fingerprint of the address.
+ * that one SSE2 compare tests 16 tags. The groups are cut into lanes, each starting on a tag line
+ * of its own. An address's home group is in its region's lane; the address may live anywhere in
+ * the WINDOW groups from there, or in the same window of another lane. Homes are spread over the
+ * groups of a lane that have a whole window after them, so windows never leave their lane. A tag
+ * is EMPTY, BUSY (owned by one thread) or a 2..255 fingerprint of the address.
+ *
+ * Why lanes: with one shared array, two threads allocating at once both wrote tag lines all over
+ * it, and every such line moved between the cores (bench/mbench, two threads, frame pointers:
+ * 1.90x untraced; with a lane per CPU, 1.57x). A lane per thread instead would make each thread's
+ * share of the table a fraction of it, and a free from another thread would have to search every
+ * lane. A region's lane is a function of the address, so a free looks in one place whichever
+ * thread makes it, and one thread with a large heap (many regions) still uses every lane. The
+ * region's lane is looked up in a small map, remembered per thread for its last region.
  *
  * Most records live in their home group. Each group counts its spills: the records whose home it
- * is that live further on in the window. While a group has none, an address of that home is looked
- * for in that one group, so the free of an untraced pointer usually reads 16 tags and a counter,
- * and no record. The count is raised before a spilled record's address is written and lowered
- * after it is removed, so it is never below the truth (a fork between the two leaves it above,
- * which only costs a longer look).
+ * is that live further on in the window, or in another lane. While a group has none, an address
+ * of that home is looked for in that one group, so the free of an untraced pointer usually reads
+ * 16 tags and a counter, and no record. The count is raised before a spilled record's address is
+ * written and lowered after it is removed, so it is never below the truth (a fork between the two
+ * leaves it above, which only costs a longer look).
  *
  * A sparse table (one whose frees mostly find no record: sampling) also keeps a census, its
  * records counted by 256 buckets of their hashes (table.h). With few records nearly every bucket
@@ -54,11 +63,23 @@ struct slot {
 static struct slot *recs;
 static uint64_t epoch_ns;
 static uint8_t *tags;
-static uint16_t *spills; /* by home group; at most 16 * (WINDOW - 1) each, plus fork leftovers */
-static size_t nslots, groups, homes, window;
+static uint16_t
+    *spills; /* by home group; at most 16 * (WINDOW * lanes - 1) each, plus fork leftovers */
+static size_t nslots, groups, homes, window, candidates;
+static unsigned lanes;
+static size_t lane_groups;
 struct mt_census mt_census __attribute__((aligned(64)));
 
-int mt_table_init(size_t slots, int sparse)
+/* Regions, in the order they are first seen, and their lanes: (region + 1) << 4 | lane, 0 while
+ * free. An entry is written once, so a region keeps its lane for the life of the process. */
+#define REGION_SHIFT 26
+#define REGIONS 1024
+#define REGION_PROBES 16
+#define NO_LANE MT_TABLE_LANES_MAX
+static uint64_t regions[REGIONS];
+static unsigned regions_seen;
+
+int mt_table_init(size_t slots, int sparse, unsigned want_lanes)
 {
     void *r = mmap(NULL, slots * sizeof *recs, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -81,8 +102,18 @@ int mt_table_init(size_t slots, int sparse)
     epoch_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
     nslots = slots;
     groups = slots / GROUP;
-    window = groups < WINDOW ? groups : WINDOW;
-    homes = groups - window + 1;
+    /* A lane starts on a tag line of its own (4 groups) and holds at least 16 groups. A sparse
+     * table is written too rarely for lanes to pay: they would only make a full table's lookups
+     * longer (sampling a 2 GB heap in 4096 slots: 1.08x to 1.22x with two lanes). */
+    lanes = sparse || want_lanes < 1          ? 1
+            : want_lanes > MT_TABLE_LANES_MAX ? MT_TABLE_LANES_MAX
+                                              : want_lanes;
+    while (lanes > 1 && groups / lanes < 16)
+        lanes--;
+    lane_groups = lanes > 1 ? groups / lanes / 4 * 4 : groups;
+    window = lane_groups < WINDOW ? lane_groups : WINDOW;
+    homes = lane_groups - window + 1;
+    candidates = window + lanes - 1;
     mt_census.on = sparse;
     return 0;
 }
@@ -92,10 +123,66 @@ size_t mt_table_slots(void)
     return nslots;
 }
 
-/* Bits 24..55 scaled to [0, homes): independent of the tag's bits 56..63. */
-static inline size_t group_of(uint64_t h)
+unsigned mt_table_lanes(void)
 {
-    return (size_t)((((h >> 24) & 0xFFFFFFFFu) * homes) >> 32);
+    return lanes;
+}
+
+/* The lane of addr's region. create: a region seen for the first time takes the next lane in
+ * turn; else NO_LANE says that no record of the region can exist. When the region's entries are
+ * all taken, the region's own bits choose, the same way every time. */
+static unsigned lane_lookup(uint64_t r, int create)
+{
+    uint64_t key = (r + 1) << 4;
+    size_t i = (size_t)((r * 0x9E3779B97F4A7C15ull) >> 54);
+    for (int n = 0; n < REGION_PROBES; n++, i = (i + 1) % REGIONS) {
+        uint64_t w = __atomic_load_n(&regions[i], __ATOMIC_ACQUIRE);
+        if (!w) {
+            if (!create) return NO_LANE;
+            uint64_t mine = key | __atomic_fetch_add(&regions_seen, 1, __ATOMIC_RELAXED) % lanes;
+            if (__atomic_compare_exchange_n(&regions[i], &w, mine, 0, __ATOMIC_ACQ_REL,
+                                            __ATOMIC_ACQUIRE))
+                return (unsigned)(mine & 15);
+        }
+        if ((w & ~(uint64_t)15) == key) return (unsigned)(w & 15);
+    }
+    return (unsigned)(r % lanes);
+}
+
+/* A thread's last region and its lane: a thread mostly allocates from one arena, and a lookup in
+ * the region map would sit between the address and the first load of its slots. */
+static __thread __attribute__((tls_model("initial-exec"))) struct {
+    uint64_t region; /* + 1: 0 before the first lookup */
+    unsigned lane;
+} last;
+
+static inline unsigned lane_of(uintptr_t addr, int create)
+{
+    if (lanes == 1) return 0;
+    uint64_t r = addr >> REGION_SHIFT;
+    if (__builtin_expect(last.region == r + 1, 1)) return last.lane;
+    unsigned k = lane_lookup(r, create);
+    if (k != NO_LANE) {
+        last.region = r + 1;
+        last.lane = k;
+    }
+    return k;
+}
+
+/* Home group in lane k: bits 24..55 scaled to [0, homes), independent of the tag's bits 56..63. */
+static inline size_t group_of(uint64_t h, unsigned k)
+{
+    return k * lane_groups + (size_t)((((h >> 24) & 0xFFFFFFFFu) * homes) >> 32);
+}
+
+/* The i-th group where a record of home g0 (in lane k) may be: the window from g0, then the group
+ * at g0's place in each other lane. Only one group in another lane: in a full table every insert
+ * looks at all of them before it drops its record (the BEAM's 4096 slots are always full). */
+static inline size_t candidate(size_t g0, unsigned k, size_t i)
+{
+    if (i < window) return g0 + i;
+    size_t j = i - window + 1;
+    return k + j < lanes ? g0 + j * lane_groups : g0 + j * lane_groups - lanes * lane_groups;
 }
 static inline void census_add(uint64_t h, int n)
 {
@@ -116,10 +203,11 @@ static inline unsigned match(size_t g, uint8_t t)
     return (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8((char)t)));
 }
 
-/* Groups in which a record of home g0 may be: its home alone while nothing of it spilled. */
+/* How many candidates may hold a record of home g0: the home group alone while nothing of it
+ * spilled. */
 static inline size_t reach(size_t g0)
 {
-    return __atomic_load_n(&spills[g0], __ATOMIC_RELAXED) ? window : 1;
+    return __atomic_load_n(&spills[g0], __ATOMIC_RELAXED) ? candidates : 1;
 }
 
 static inline void spill(size_t g0, int n)
@@ -183,78 +271,111 @@ static inline struct mt_record unpack(size_t s)
     };
 }
 
-int mt_table_insert(const struct mt_record *rec, int *replaced)
+/* Replaces a stale record of rec->addr in group g. A stale record can only be left by a free we
+ * never saw; replacing it keeps one record per live address. */
+static inline int replace_in(size_t g, uint8_t t, const struct mt_record *rec)
 {
-    uint64_t h = mt_table_hash(rec->addr);
-    size_t g0 = group_of(h);
-    uint8_t t = tag_of(h);
-    *replaced = 0;
-    census_add(h, 1);
-
-    /* A stale record of this address can only be left by a free we never saw; replacing it keeps
-     * one record per live address. */
-    for (size_t w = 0, n = reach(g0); w < n; w++) {
-        size_t g = g0 + w;
-        for (unsigned m = match(g, t); m; m &= m - 1) {
-            size_t s = g * GROUP + (size_t)__builtin_ctz(m);
-            if (addr_at(s) != rec->addr || !take(s, t)) continue;
-            if (recs[s].addr == rec->addr) {
-                __atomic_store_n(&recs[s].addr, 0, __ATOMIC_RELAXED);
-                fill(s, rec);
-                give(s, t);
-                census_add(h, -1);
-                *replaced = 1;
-                return 1;
-            }
-            give(s, t);
-        }
-    }
-    for (size_t w = 0; w < window; w++) {
-        size_t g = g0 + w;
-        for (unsigned m = match(g, TAG_EMPTY); m; m &= m - 1) {
-            size_t s = g * GROUP + (size_t)__builtin_ctz(m);
-            if (!take(s, TAG_EMPTY)) continue;
-            if (w) spill(g0, 1);
+    for (unsigned m = match(g, t); m; m &= m - 1) {
+        size_t s = g * GROUP + (size_t)__builtin_ctz(m);
+        if (addr_at(s) != rec->addr || !take(s, t)) continue;
+        if (recs[s].addr == rec->addr) {
+            __atomic_store_n(&recs[s].addr, 0, __ATOMIC_RELAXED);
             fill(s, rec);
             give(s, t);
             return 1;
         }
+        give(s, t);
     }
+    return 0;
+}
+
+/* Stores rec in an empty slot of group g, counting a spill from g0 when g is not its home. */
+static inline int store_in(size_t g, size_t g0, uint8_t t, const struct mt_record *rec)
+{
+    for (unsigned m = match(g, TAG_EMPTY); m; m &= m - 1) {
+        size_t s = g * GROUP + (size_t)__builtin_ctz(m);
+        if (!take(s, TAG_EMPTY)) continue;
+        if (g != g0) spill(g0, 1);
+        fill(s, rec);
+        give(s, t);
+        return 1;
+    }
+    return 0;
+}
+
+/* The candidates of home g0 (lane k) past the home group: the rare cases, out of the common
+ * path's way. */
+__attribute__((noinline)) static int replace_far(size_t g0, unsigned k, uint8_t t,
+                                                 const struct mt_record *rec)
+{
+    for (size_t i = 1; i < candidates; i++)
+        if (replace_in(candidate(g0, k, i), t, rec)) return 1;
+    return 0;
+}
+
+__attribute__((noinline)) static int store_far(size_t g0, unsigned k, uint8_t t,
+                                               const struct mt_record *rec)
+{
+    for (size_t i = 1; i < candidates; i++)
+        if (store_in(candidate(g0, k, i), g0, t, rec)) return 1;
+    return 0;
+}
+
+int mt_table_insert(const struct mt_record *rec, int *replaced)
+{
+    uint64_t h = mt_table_hash(rec->addr);
+    unsigned k = lane_of(rec->addr, 1);
+    size_t g0 = group_of(h, k);
+    uint8_t t = tag_of(h);
+    census_add(h, 1);
+    int spilled = __atomic_load_n(&spills[g0], __ATOMIC_RELAXED) != 0;
+    *replaced = replace_in(g0, t, rec) || (spilled && replace_far(g0, k, t, rec));
+    if (*replaced) {
+        census_add(h, -1);
+        return 1;
+    }
+    if (store_in(g0, g0, t, rec) || store_far(g0, k, t, rec)) return 1;
     census_add(h, -1);
     return 0;
 }
 
-/* The removal proper, once the quick look of mt_table_remove found a candidate. Kept apart so
- * that the common case does not pay for this loop's registers. */
-__attribute__((noinline)) static int remove_slow(uintptr_t addr, size_t g0, uint8_t t,
+/* Removes addr's record from slot s of group g (tag t; home g0). Returns 1 when done, 0 when the
+ * slot holds another address, -1 when another thread owns the slot (a reader copying it). */
+static inline int take_out(size_t s, size_t g, size_t g0, uintptr_t addr, uint8_t t,
+                           struct mt_record *out)
+{
+    if (addr_at(s) != addr) return 0;
+    if (!take(s, t)) return -1;
+    if (recs[s].addr != addr) {
+        give(s, t);
+        return 0;
+    }
+    if (out) *out = unpack(s);
+    __atomic_store_n(&recs[s].addr, 0, __ATOMIC_RELAXED);
+    give(s, TAG_EMPTY);
+    if (g != g0) spill(g0, -1);
+    census_add(mt_table_hash(addr), -1);
+    return 1;
+}
+
+/* Every group that may hold addr's record, waiting out readers that own one of its slots. Kept
+ * apart so that the common case does not pay for this loop's registers. */
+__attribute__((noinline)) static int remove_slow(uintptr_t addr, size_t g0, unsigned k, uint8_t t,
                                                  struct mt_record *out)
 {
     const __m128i want = _mm_set1_epi8((char)t), busy = _mm_set1_epi8((char)TAG_BUSY);
     unsigned spins = 0;
     for (;;) {
-        int held = 0; /* a slot with our address is owned by another thread (a reader) */
-        for (size_t w = 0; w < window; w++) {
-            size_t g = g0 + w;
+        int held = 0; /* a slot with our address is owned by another thread */
+        for (size_t i = 0, n = reach(g0); i < n; i++) {
+            size_t g = candidate(g0, k, i);
             __m128i v = _mm_load_si128((const __m128i *)(tags + g * GROUP));
             unsigned ours = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, want));
             unsigned owned = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, busy));
             for (unsigned m = ours; m; m &= m - 1) {
-                size_t s = g * GROUP + (size_t)__builtin_ctz(m);
-                if (addr_at(s) != addr) continue;
-                if (!take(s, t)) {
-                    held = 1;
-                    continue;
-                }
-                if (recs[s].addr != addr) {
-                    give(s, t);
-                    continue;
-                }
-                if (out) *out = unpack(s);
-                __atomic_store_n(&recs[s].addr, 0, __ATOMIC_RELAXED);
-                give(s, TAG_EMPTY);
-                if (w) spill(g0, -1);
-                census_add(mt_table_hash(addr), -1);
-                return 1;
+                int r = take_out(g * GROUP + (size_t)__builtin_ctz(m), g, g0, addr, t, out);
+                if (r > 0) return 1;
+                held |= r < 0;
             }
             for (unsigned m = owned; m; m &= m - 1)
                 if (addr_at(g * GROUP + (size_t)__builtin_ctz(m)) == addr) held = 1;
@@ -266,18 +387,27 @@ __attribute__((noinline)) static int remove_slow(uintptr_t addr, size_t g0, uint
 
 int mt_table_remove(uintptr_t addr, struct mt_record *out)
 {
-    uint64_t h = mt_table_hash(addr);
-    size_t g0 = group_of(h);
-    uint8_t t = tag_of(h);
     /* Most frees are of blocks without a record (sampled out, dropped, untraced): the census says
-     * so in a sparse table, else, with nothing spilled from the home group, one look at its tags
-     * does. A slot of ours may be BUSY, held by a reader: then the slow path waits for it. */
+     * so in a sparse table, a region never seen does, else, with nothing spilled from the home
+     * group, one look at its tags does. Most records are in their home group: they are taken out
+     * here. A slot of the home group may be BUSY, held by a reader: the slow path waits for it. */
     if (!mt_table_may_hold(addr)) return 0;
+    unsigned k = lane_of(addr, 0);
+    if (k == NO_LANE) return 0;
+    uint64_t h = mt_table_hash(addr);
+    size_t g0 = group_of(h, k);
+    uint8_t t = tag_of(h);
     __m128i v = _mm_load_si128((const __m128i *)(tags + g0 * GROUP));
-    __m128i ours = _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8((char)t)),
-                                _mm_cmpeq_epi8(v, _mm_set1_epi8((char)TAG_BUSY)));
-    if (!_mm_movemask_epi8(ours) && reach(g0) == 1) return 0;
-    return remove_slow(addr, g0, t, out);
+    for (unsigned m = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8((char)t))); m;
+         m &= m - 1) {
+        int r = take_out(g0 * GROUP + (size_t)__builtin_ctz(m), g0, g0, addr, t, out);
+        if (r > 0) return 1;
+        if (r < 0) return remove_slow(addr, g0, k, t, out);
+    }
+    if (!_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8((char)TAG_BUSY))) &&
+        !__atomic_load_n(&spills[g0], __ATOMIC_RELAXED))
+        return 0;
+    return remove_slow(addr, g0, k, t, out);
 }
 
 size_t mt_table_each(void (*fn)(const struct mt_record *, void *), void *arg)
@@ -301,7 +431,7 @@ size_t mt_table_clear(void)
         uint8_t t = __atomic_load_n(&tags[s], __ATOMIC_RELAXED);
         if (t < 2 || !take(s, t)) continue;
         uint64_t h = mt_table_hash(recs[s].addr);
-        size_t home = group_of(h);
+        size_t home = group_of(h, lane_of(recs[s].addr, 0));
         __atomic_store_n(&recs[s].addr, 0, __ATOMIC_RELAXED);
         give(s, TAG_EMPTY);
         if (s / GROUP != home) spill(home, -1);

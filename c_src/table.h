@@ -3,17 +3,21 @@
  * Contract
  * - Memory: reserved once by mt_table_init() with mmap (never malloc); 25.125 bytes a slot (a
  *   24-byte packed record, a one-byte tag, and a two-byte counter per 16 slots), and a 1 KiB
- *   census in the library's own data. slots is a multiple of 16. A record keeps sizes up to
- *   2^47 - 1 bytes, stack ids up to 2^25 - 1, thread ids up to 2^22 - 1 (Linux's limit) and its
- *   time to the millisecond for 198 days after mt_table_init(); beyond those, the largest value
- *   is kept.
+ *   census and an 8 KiB region map in the library's own data. slots is a multiple of 16. A record
+ * keeps sizes up to 2^47 - 1 bytes, stack ids up to 2^25 - 1, thread ids up to 2^22 - 1 (Linux's
+ * limit) and its time to the millisecond for 198 days after mt_table_init(); beyond those, the
+ * largest value is kept.
  * - Thread safety: every function may run on any thread at once. There is no table-wide lock.
  *   A slot is owned by whoever swings its tag to BUSY with a compare-and-swap; owners hold a slot
  *   for a few stores, never across a call. Readers take a slot the same way, so a copied record is
  *   never torn: address, size, time, thread and stack always belong to one allocation.
- * - An address is looked for in a fixed window of slots (a probe window) after its hash. A record
- *   that finds no free slot in its window is not stored: mt_table_insert() returns 0 and the caller
- *   counts the drop. Removal frees a slot at once (no tombstones), so the table never degrades.
+ * - Lanes: the table is cut into lanes, and each 64 MiB region of the address space has one, given
+ *   in turn as regions are first seen and never changed. glibc gives each thread's arena regions of
+ *   its own, so threads that allocate at once mostly write different cache lines. An address is
+ *   looked for in a fixed window of slots (a probe window) after its hash in its region's lane, and
+ *   when that is full in the same window of every other lane. A record that finds no free slot in
+ *   any of them is not stored: mt_table_insert() returns 0 and the caller counts the drop. Removal
+ *   frees a slot at once (no tombstones), so the table never degrades.
  * - Fork: mt_table_after_fork() (child side) repairs slots left BUSY by threads that do not exist
  *   in the child; afterwards no operation can wait on them.
  * - None of these functions allocates, takes a lock, prints or changes errno.
@@ -32,10 +36,11 @@ struct mt_record {
     uint32_t tid;     /* allocating thread (Linux tid) */
 };
 
-/* Reserves the slots; returns 0, or -1 when the memory cannot be mapped. sparse: most frees will
- * find no record (sampling); the table then keeps a census, which answers them without a look at
- * the slots, at the cost of a shared counter that every insert and removal writes. */
-int mt_table_init(size_t slots, int sparse);
+/* Reserves the slots in lanes lanes (1 to MT_TABLE_LANES_MAX; fewer when a lane would have less
+ * than 256 slots); returns 0, or -1 when the memory cannot be mapped. sparse: most frees will find
+ * no record (sampling); the table then keeps a census, which answers them without a look at the
+ * slots, at the cost of a shared counter that every insert and removal writes, and has one lane. */
+int mt_table_init(size_t slots, int sparse, unsigned lanes);
 
 /* Where an address is kept: table.c takes its home group, fingerprint and census bucket from this
  * hash. */
@@ -60,6 +65,10 @@ static inline int mt_table_may_hold(uintptr_t addr)
 }
 
 size_t mt_table_slots(void);
+
+#define MT_TABLE_LANES_MAX 8
+/* Lanes in use (see mt_table_init). */
+unsigned mt_table_lanes(void);
 
 /* Stores rec (rec->addr != 0). A stale record of the same address (its free was never seen) is
  * replaced; *replaced is set to 1 then. Returns 1 if stored, 0 if the probe window was full. */

@@ -106,8 +106,9 @@ defmodule Mtrace do
       in use, free bytes inside the arenas, mmapped chunks and their bytes.
     * `:preloaded` - whether this node's allocator is this library (when `false`, every counter
       is 0 and `olds/2` raises).
-    * `:slots`, `:records`, `:depth`, `:unwind` - table size, records held now, frames kept per
-      stack, unwinder (`:libunwind` or `:fp`).
+    * `:slots`, `:lanes`, `:records`, `:depth`, `:unwind` - table size, lanes the table is cut
+      into (`MTRACE_LANES`), records held now, frames kept per stack, unwinder (`:libunwind` or
+      `:fp`).
     * `:live_bytes`, `:live_blocks`, `:estimated` - the live heap the records stand for. Without
       sampling (`estimated: false`) the sums of the records; with it, estimates: each record of
       `s` bytes counts as `s/p` bytes and `1/p` blocks, `p` being its chance to be sampled.

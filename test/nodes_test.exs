@@ -68,17 +68,21 @@ defmodule Mtrace.NodesTest do
   # Each process under the preload (the launcher scripts too) says it once; never more.
   test "malformed MTRACE_* variables are reported and the node runs on defaults" do
     {out, 0} =
-      run_node(~s|IO.inspect({Mtrace.stats().slots, Mtrace.stats().depth})|, [
+      run_node(~s|s = Mtrace.stats(); IO.inspect({s.slots, s.depth, s.lanes})|, [
         {"LD_PRELOAD", mtrace_so()},
         {"MTRACE_SLOTS", "lots"},
-        {"MTRACE_DEPTH", "0"}
+        {"MTRACE_DEPTH", "0"},
+        {"MTRACE_LANES", "9"}
       ])
 
-    assert out =~ "{4096, 20}"
+    # One lane per CPU the node may run on, at most 8.
+    lanes = min(:erlang.system_info(:logical_processors_available), 8)
+    assert out =~ "{4096, 20, #{lanes}}"
     said = out |> String.split("\n") |> Enum.filter(&String.starts_with?(&1, "mtrace: "))
     slots = Enum.filter(said, &String.starts_with?(&1, "mtrace: MTRACE_SLOTS=lots: expected "))
     depth = Enum.filter(said, &String.starts_with?(&1, "mtrace: MTRACE_DEPTH=0: expected "))
-    assert slots != [] and length(slots) == length(depth)
-    assert length(said) == 2 * length(slots)
+    lane = Enum.filter(said, &String.starts_with?(&1, "mtrace: MTRACE_LANES=9: expected "))
+    assert slots != [] and length(slots) == length(depth) and length(slots) == length(lane)
+    assert length(said) == 3 * length(slots)
   end
 end

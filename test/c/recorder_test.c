@@ -159,6 +159,60 @@ static void test_guarded_free(void)
     mt_table_clear();
 }
 
+static void *free_owner(void *arg)
+{
+    size_t n = *(size_t *)arg;
+    for (unsigned i = 0; i < n; i++)
+        release(block(7, i));
+    return NULL;
+}
+
+/* Lanes (table.h): the records of one region fill its lane and then the others, and frees from
+ * another thread find every one of them. */
+static void test_lanes(void)
+{
+    check(mt_table_lanes() == (mt_census.on ? 1u : 4u),
+          mt_census.on ? "a sparse table has one lane" : "MTRACE_LANES=4 gives four lanes");
+    struct mt_stats before, after;
+    mt_stats_read(&before);
+    size_t n = mt_table_slots() / 2;
+    for (unsigned i = 0; i < n; i++)
+        alloc(block(7, i));
+    struct scan s = scan_owner(7);
+    pthread_t t;
+    pthread_create(&t, NULL, free_owner, &n);
+    pthread_join(t, NULL);
+    mt_stats_read(&after);
+    uint64_t dropped = after.dropped - before.dropped;
+    check(s.seen + dropped == n && s.seen > mt_table_slots() / 4 && s.bad == 0,
+          "one region holds more records than its lane has slots");
+    check(after.untracked_frees - before.untracked_frees == dropped && mt_table_count() == 0,
+          "another thread's frees find every record, in every lane");
+}
+
+/* More regions than the region map holds: those it has no room for still keep one lane each. */
+static void test_regions(void)
+{
+    struct mt_stats before, after;
+    mt_stats_read(&before);
+    void *kept[3000 / 8];
+    for (unsigned r = 0; r < 3000; r++) {
+        void *p = (void *)(((uintptr_t)1 << 44) + ((uintptr_t)r << 26) + 16);
+        alloc(p);
+        if (r % 8)
+            release(p);
+        else
+            kept[r / 8] = p;
+    }
+    for (unsigned i = 0; i < 3000 / 8; i++)
+        release(kept[i]);
+    release((void *)((uintptr_t)3 << 45)); /* a region never seen */
+    mt_stats_read(&after);
+    check(after.untracked_frees - before.untracked_frees == after.dropped - before.dropped + 1 &&
+              mt_table_count() == 0,
+          "3000 regions: every record is found by its free");
+}
+
 static void test_interning(void)
 {
     uintptr_t a[5] = {HOOK, 10, 20, 30, 40}, b[5] = {HOOK, 10, 20, 30, 41};
@@ -284,11 +338,14 @@ static void test_packing(void)
 int main(void)
 {
     setenv("MTRACE_SLOTS", "1024", 1);
+    setenv("MTRACE_LANES", "4", 1);
     check(mt_start() && mt_active(), "the recorder starts without LD_PRELOAD");
     test_basics();
     test_realloc();
     test_full_table();
     test_guarded_free();
+    test_lanes();
+    test_regions();
     test_interning();
     test_threads();
     test_packing();
