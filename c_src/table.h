@@ -2,11 +2,11 @@
  *
  * Contract
  * - Memory: reserved once by mt_table_init() with mmap (never malloc); 25.125 bytes a slot (a
- *   24-byte packed record, a one-byte tag, and a two-byte counter per 16 slots), and a 1 KiB
- *   census and an 8 KiB region map in the library's own data. slots is a multiple of 16. A record
- * keeps sizes up to 2^47 - 1 bytes, stack ids up to 2^25 - 1, thread ids up to 2^22 - 1 (Linux's
- * limit) and its time to the millisecond for 198 days after mt_table_init(); beyond those, the
- * largest value is kept.
+ *   24-byte packed record, a one-byte tag, and a two-byte counter per 16 slots), a 16 KiB census
+ *   (touched only by a sparse table) and an 8 KiB region map in the library's own data. slots is
+ *   a multiple of 16. A record keeps sizes up to 2^47 - 1 bytes, stack ids up to 2^25 - 1, thread
+ *   ids up to 2^22 - 1 (Linux's limit) and its time to the millisecond for 198 days after
+ *   mt_table_init(); beyond those, the largest value is kept.
  * - Thread safety: every function may run on any thread at once. There is no table-wide lock.
  *   A slot is owned by whoever swings its tag to BUSY with a compare-and-swap; owners hold a slot
  *   for a few stores, never across a call. Readers take a slot the same way, so a copied record is
@@ -49,11 +49,12 @@ static inline uint64_t mt_table_hash(uintptr_t addr)
     return (uint64_t)(addr >> 4) * 0x9E3779B97F4A7C15ull;
 }
 
-/* A sparse table's records, counted by bits 16..23 of their hashes; written by table.c only. */
-#define MT_CENSUS_BUCKET(h) ((h) >> 16 & 255)
+/* A sparse table's records, counted by bits 16..27 of their hashes; written by table.c only. */
+#define MT_CENSUS_BUCKETS 4096
+#define MT_CENSUS_BUCKET(h) ((h) >> 16 & (MT_CENSUS_BUCKETS - 1))
 extern struct mt_census {
     int on;
-    uint32_t count[256];
+    uint32_t count[MT_CENSUS_BUCKETS];
 } mt_census __attribute__((visibility("hidden")));
 
 /* Returns 0 when addr surely has no record (its census bucket is empty), else 1. A check for the
