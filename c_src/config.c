@@ -64,7 +64,7 @@ static void load_size(const char *name, size_t lo, size_t hi, size_t *out)
     for (; *c; c++) {
         size_t d = (size_t)(*c - '0');
         if (*c < '0' || *c > '9' || d > hi || v > (hi - d) / 10) goto bad;
-        v = v * 10 + (size_t)(*c - '0');
+        v = v * 10 + d;
     }
     if (v < lo) goto bad;
     *out = v;

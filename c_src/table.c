@@ -3,9 +3,10 @@
  * Layout: records in one array, tags in another, both from mmap. Slots come in groups of 16 so
  * that one SSE2 compare tests 16 tags. The groups are cut into lanes, each starting on a tag line
  * of its own. An address's home group is in its region's lane; the address may live anywhere in
- * the WINDOW groups from there, or in the same window of another lane. Homes are spread over the
- * groups of a lane that have a whole window after them, so windows never leave their lane. A tag
- * is EMPTY, BUSY (owned by one thread) or a 2..255 fingerprint of the address.
+ * the WINDOW groups from there, or in the group at the same place in another lane (its
+ * candidates). Homes are spread over the groups of a lane that have a whole window after them, so
+ * windows never leave their lane. A tag is EMPTY, BUSY (owned by one thread) or a 2..255
+ * fingerprint of the address.
  *
  * Why lanes: with one shared array, two threads allocating at once both wrote tag lines all over
  * it, and every such line moved between the cores (bench/mbench, two threads, frame pointers:
@@ -65,8 +66,8 @@ struct slot {
 static struct slot *recs;
 static uint64_t epoch_ns;
 static uint8_t *tags;
-static uint16_t
-    *spills; /* by home group; at most 16 * (WINDOW * lanes - 1) each, plus fork leftovers */
+/* By home group; at most 16 * (candidates - 1) each, plus fork leftovers. */
+static uint16_t *spills;
 static size_t nslots, groups, homes, window, candidates;
 static unsigned lanes;
 static size_t lane_groups;
@@ -106,7 +107,7 @@ int mt_table_init(size_t slots, int sparse, unsigned want_lanes)
     groups = slots / GROUP;
     /* A lane starts on a tag line of its own (4 groups) and holds at least 16 groups. A sparse
      * table is written too rarely for lanes to pay: they would only make a full table's lookups
-     * longer (sampling a 2 GB heap in 4096 slots: 1.08x to 1.22x with two lanes). */
+     * longer (sampling a 2 GB heap in 4096 slots ran 22% slower with two lanes). */
     lanes = sparse || want_lanes < 1          ? 1
             : want_lanes > MT_TABLE_LANES_MAX ? MT_TABLE_LANES_MAX
                                               : want_lanes;

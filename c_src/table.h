@@ -15,9 +15,9 @@
  *   in turn as regions are first seen and never changed. glibc gives each thread's arena regions of
  *   its own, so threads that allocate at once mostly write different cache lines. An address is
  *   looked for in a fixed window of slots (a probe window) after its hash in its region's lane, and
- *   when that is full in the same window of every other lane. A record that finds no free slot in
- *   any of them is not stored: mt_table_insert() returns 0 and the caller counts the drop. Removal
- *   frees a slot at once (no tombstones), so the table never degrades.
+ *   when that is full in the group at the same place in every other lane. A record that finds no
+ * free slot in any of them is not stored: mt_table_insert() returns 0 and the caller counts the
+ * drop. Removal frees a slot at once (no tombstones), so the table never degrades.
  * - Fork: mt_table_after_fork() (child side) repairs slots left BUSY by threads that do not exist
  *   in the child; afterwards no operation can wait on them.
  * - None of these functions allocates, takes a lock, prints or changes errno.
@@ -72,7 +72,7 @@ size_t mt_table_slots(void);
 unsigned mt_table_lanes(void);
 
 /* Stores rec (rec->addr != 0). A stale record of the same address (its free was never seen) is
- * replaced; *replaced is set to 1 then. Returns 1 if stored, 0 if the probe window was full. */
+ * replaced; *replaced is set to 1 then. Returns 1 if stored, 0 if no slot it may use was free. */
 int mt_table_insert(const struct mt_record *rec, int *replaced);
 
 /* Removes the record of addr. Returns 1 and copies it to *out (if out) when there was one. */
