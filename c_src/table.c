@@ -2,22 +2,26 @@
  *
  * Layout: records in one array, tags in another, both from mmap. Slots come in groups of 16 so
  * that one SSE2 compare tests 16 tags. The groups are cut into lanes, each starting on a tag line
- * of its own. An address's home group is in its region's lane; the address may live anywhere in
- * the WINDOW groups from there, or in the group at the same place in another lane (its
- * candidates). Homes are spread over the groups of a lane that have a whole window after them, so
- * windows never leave their lane. A tag is EMPTY, BUSY (owned by one thread) or a 2..255
- * fingerprint of the address.
+ * of its own. An address's home group is in its lane (see place()); the address may live
+ * anywhere in the WINDOW groups from there. Homes are spread over the groups of a lane that have a
+ * whole window after them, so windows never leave their lane. A tag is EMPTY, BUSY (owned by one
+ * thread) or a 2..255 fingerprint of the address.
  *
  * Why lanes: with one shared array, two threads allocating at once both wrote tag lines all over
  * it, and every such line moved between the cores (bench/mbench, two threads, frame pointers:
- * 1.90x untraced; with a lane per CPU, 1.57x). A lane per thread instead would make each thread's
+ * 1.84x untraced; with a lane per CPU, 1.50x). A lane per thread instead would make each thread's
  * share of the table a fraction of it, and a free from another thread would have to search every
  * lane. A region's lane is a function of the address, so a free looks in one place whichever
- * thread makes it, and one thread with a large heap (many regions) still uses every lane. The
- * region's lane is looked up in a small map, remembered per thread for its last region.
+ * thread makes it, and one thread with a large heap (many regions) still uses every lane. A region
+ * that fills its window in its lane is spread: its new records go by hash over every lane, so one
+ * busy region still has the whole table. Before, it spilled into one group of each other lane, and
+ * once its lane was full every insert and free looked through all of them (one thread, 3000 live
+ * blocks in 4096 slots: 1.60x untraced without lanes, 1.91x so, 1.80x spread; the rest is the
+ * second lane a spread region's stale records and frees are looked for in). The region's word is
+ * looked up in a small map, remembered per thread for its last region.
  *
  * Most records live in their home group. Each group counts its spills: the records whose home it
- * is that live further on in the window, or in another lane. While a group has none, an address
+ * is that live further on in the window. While a group has none, an address
  * of that home is looked for in that one group, so the free of an untraced pointer usually reads
  * 16 tags and a counter, and no record. The count is raised before a spilled record's address is
  * written and lowered after it is removed, so it is never below the truth (a fork between the two
@@ -66,21 +70,25 @@ struct slot {
 static struct slot *recs;
 static uint64_t epoch_ns;
 static uint8_t *tags;
-/* By home group; at most 16 * (candidates - 1) each, plus fork leftovers. */
+/* By home group; at most 16 * (WINDOW - 1) each, plus fork leftovers. */
 static uint16_t *spills;
-static size_t nslots, groups, homes, window, candidates;
+static size_t nslots, groups, homes, window;
 static unsigned lanes;
 static size_t lane_groups;
 struct mt_census mt_census __attribute__((aligned(64)));
 
-/* Regions, in the order they are first seen, and their lanes: (region + 1) << 4 | lane, 0 while
- * free. An entry is written once, so a region keeps its lane for the life of the process. */
+/* Regions, in the order they are first seen: (region + 1) << 8 | SPREAD | lane, 0 while free. An
+ * entry is written once, but for its SPREAD bit, which is set once: a region keeps its lane for
+ * the life of the process. */
 #define REGION_SHIFT 26
 #define REGIONS 1024
 #define REGION_PROBES 16
+#define SPREAD 0x80
+#define UNMAPPED 0x40 /* a region the map has no room for: spread, with no lane of its own */
 #define NO_LANE MT_TABLE_LANES_MAX
 static uint64_t regions[REGIONS];
 static unsigned regions_seen;
+static unsigned spreads; /* regions spread so far: a thread's cached word is good while unchanged */
 
 int mt_table_init(size_t slots, int sparse, unsigned want_lanes)
 {
@@ -105,18 +113,19 @@ int mt_table_init(size_t slots, int sparse, unsigned want_lanes)
     epoch_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
     nslots = slots;
     groups = slots / GROUP;
-    /* A lane starts on a tag line of its own (4 groups) and holds at least 16 groups. A sparse
-     * table is written too rarely for lanes to pay: they would only make a full table's lookups
-     * longer (sampling a 2 GB heap in 4096 slots ran 22% slower with two lanes). */
+    /* A lane starts on a tag line of its own (4 groups) and holds at least 2048 slots: a region
+     * whose live set outgrows its lane is spread, which costs it a second lane to look in (one
+     * thread, 1000 live blocks, 4096 slots cut in 8 lanes of 512: 1.44x untraced to 1.66x). A
+     * sparse table is written too rarely for lanes to pay: they would only make a full table's
+     * lookups longer (sampling a 2 GB heap in 4096 slots ran 22% slower with two lanes). */
     lanes = sparse || want_lanes < 1          ? 1
             : want_lanes > MT_TABLE_LANES_MAX ? MT_TABLE_LANES_MAX
                                               : want_lanes;
-    while (lanes > 1 && groups / lanes < 16)
+    while (lanes > 1 && groups / lanes < 128)
         lanes--;
     lane_groups = lanes > 1 ? groups / lanes / 4 * 4 : groups;
     window = lane_groups < WINDOW ? lane_groups : WINDOW;
     homes = lane_groups - window + 1;
-    candidates = window + lanes - 1;
     mt_census.on = sparse;
     return 0;
 }
@@ -131,45 +140,88 @@ unsigned mt_table_lanes(void)
     return lanes;
 }
 
-/* The lane of addr's region. create: a region seen for the first time takes the next lane in
- * turn; else NO_LANE says that no record of the region can exist. When the region's entries are
- * all taken, the region's own bits choose, the same way every time. */
-static unsigned lane_lookup(uint64_t r, int create)
+/* The map entry of region r; NULL when the map has no room for it. create: a region seen for the
+ * first time takes the next lane in turn; else *absent says that no record of r can exist. */
+static uint64_t *region_entry(uint64_t r, int create, int *absent)
 {
-    uint64_t key = (r + 1) << 4;
+    uint64_t key = (r + 1) << 8;
     size_t i = (size_t)((r * 0x9E3779B97F4A7C15ull) >> 54);
     for (int n = 0; n < REGION_PROBES; n++, i = (i + 1) % REGIONS) {
         uint64_t w = __atomic_load_n(&regions[i], __ATOMIC_ACQUIRE);
         if (!w) {
-            if (!create) return NO_LANE;
+            if (!create) {
+                *absent = 1;
+                return NULL;
+            }
             uint64_t mine = key | __atomic_fetch_add(&regions_seen, 1, __ATOMIC_RELAXED) % lanes;
             if (__atomic_compare_exchange_n(&regions[i], &w, mine, 0, __ATOMIC_ACQ_REL,
                                             __ATOMIC_ACQUIRE))
-                return (unsigned)(mine & 15);
+                return &regions[i];
         }
-        if ((w & ~(uint64_t)15) == key) return (unsigned)(w & 15);
+        if ((w & ~(uint64_t)0xFF) == key) return &regions[i];
     }
-    return (unsigned)(r % lanes);
+    return NULL;
 }
 
-/* A thread's last region and its lane: a thread mostly allocates from one arena, and a lookup in
- * the region map would sit between the address and the first load of its slots. */
+/* Region r's word as it is now; 0 when r was never seen (only without create). */
+static uint64_t region_word(uint64_t r, int create)
+{
+    int absent = 0;
+    uint64_t *e = region_entry(r, create, &absent);
+    return absent ? 0 : e ? __atomic_load_n(e, __ATOMIC_ACQUIRE) : SPREAD | UNMAPPED;
+}
+
+/* The thread's last region and its word: a thread mostly allocates from one arena, and a look in
+ * the region map would sit between the address and the first load of its slots. The word is good
+ * while no region has been spread since it was read. */
 static __thread __attribute__((tls_model("initial-exec"))) struct {
-    uint64_t region; /* + 1: 0 before the first lookup */
-    unsigned lane;
+    uint64_t key; /* region + 1 (below 2^38), and spreads above bit 40: 0 before the first look */
+    uint64_t word;
 } last;
 
-static inline unsigned lane_of(uintptr_t addr, int create)
+static inline uint64_t cached_word(uint64_t r, int create)
 {
-    if (lanes == 1) return 0;
-    uint64_t r = addr >> REGION_SHIFT;
-    if (__builtin_expect(last.region == r + 1, 1)) return last.lane;
-    unsigned k = lane_lookup(r, create);
-    if (k != NO_LANE) {
-        last.region = r + 1;
-        last.lane = k;
+    uint64_t key = (r + 1) | (uint64_t)__atomic_load_n(&spreads, __ATOMIC_ACQUIRE) << 40;
+    if (__builtin_expect(last.key == key, 1)) return last.word;
+    uint64_t w = region_word(r, create);
+    if (w) {
+        last.key = key;
+        last.word = w;
     }
-    return k;
+    return w;
+}
+
+/* Marks region r spread, then tells every thread's cache (a record put by hash is then found by
+ * any free that happens after it). */
+static void region_spread(uint64_t r)
+{
+    int absent = 0;
+    uint64_t *e = region_entry(r, 0, &absent);
+    if (!e) return;
+    __atomic_fetch_or(e, SPREAD, __ATOMIC_RELEASE);
+    __atomic_fetch_add(&spreads, 1, __ATOMIC_RELEASE);
+}
+
+/* Bits 16..23 of the hash scaled to [0, lanes): the lane of a spread region's record. */
+static inline unsigned hash_lane(uint64_t h)
+{
+    return (unsigned)((((h >> 16) & 0xFF) * lanes) >> 8);
+}
+
+/* Where a record is to be looked for, given its region's word: lane first, then lane second
+ * (NO_LANE: nowhere else). A region keeps its records in its own lane until it fills its window
+ * there; from then on it is spread: its new records go to the lane of their hash, as in a table
+ * without lanes, and its old ones stay in its own. */
+static inline void place(uint64_t h, uint64_t word, unsigned *first, unsigned *second)
+{
+    unsigned own = (unsigned)(word & 15), by_hash;
+    *second = NO_LANE;
+    if (!(word & SPREAD)) {
+        *first = own;
+        return;
+    }
+    *first = by_hash = hash_lane(h);
+    if (!(word & UNMAPPED) && own != by_hash) *second = own;
 }
 
 /* Home group in lane k: bits 24..55 scaled to [0, homes), independent of the tag's bits 56..63. */
@@ -178,15 +230,6 @@ static inline size_t group_of(uint64_t h, unsigned k)
     return k * lane_groups + (size_t)((((h >> 24) & 0xFFFFFFFFu) * homes) >> 32);
 }
 
-/* The i-th group where a record of home g0 (in lane k) may be: the window from g0, then the group
- * at g0's place in each other lane. Only one group in another lane: in a full table every insert
- * looks at all of them before it drops its record (the BEAM's 4096 slots are always full). */
-static inline size_t candidate(size_t g0, unsigned k, size_t i)
-{
-    if (i < window) return g0 + i;
-    size_t j = i - window + 1;
-    return k + j < lanes ? g0 + j * lane_groups : g0 + j * lane_groups - lanes * lane_groups;
-}
 static inline void census_add(uint64_t h, int n)
 {
     if (mt_census.on)
@@ -206,11 +249,10 @@ static inline unsigned match(size_t g, uint8_t t)
     return (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8((char)t)));
 }
 
-/* How many candidates may hold a record of home g0: the home group alone while nothing of it
- * spilled. */
+/* Groups in which a record of home g0 may be: its home alone while nothing of it spilled. */
 static inline size_t reach(size_t g0)
 {
-    return __atomic_load_n(&spills[g0], __ATOMIC_RELAXED) ? candidates : 1;
+    return __atomic_load_n(&spills[g0], __ATOMIC_RELAXED) ? window : 1;
 }
 
 static inline void spill(size_t g0, int n)
@@ -306,40 +348,66 @@ static inline int store_in(size_t g, size_t g0, uint8_t t, const struct mt_recor
     return 0;
 }
 
-/* The candidates of home g0 (lane k) past the home group: the rare cases, out of the common
- * path's way. */
-__attribute__((noinline)) static int replace_far(size_t g0, unsigned k, uint8_t t,
-                                                 const struct mt_record *rec)
+/* Replaces a stale record of rec->addr in its window in lane k. */
+static int replace_in_lane(unsigned k, uint64_t h, uint8_t t, const struct mt_record *rec)
 {
-    for (size_t i = 1; i < candidates; i++)
-        if (replace_in(candidate(g0, k, i), t, rec)) return 1;
+    size_t g0 = group_of(h, k);
+    for (size_t w = 0, n = reach(g0); w < n; w++)
+        if (replace_in(g0 + w, t, rec)) return 1;
     return 0;
 }
 
-__attribute__((noinline)) static int store_far(size_t g0, unsigned k, uint8_t t,
-                                               const struct mt_record *rec)
+static int store_in_lane(unsigned k, uint64_t h, uint8_t t, const struct mt_record *rec)
 {
-    for (size_t i = 1; i < candidates; i++)
-        if (store_in(candidate(g0, k, i), g0, t, rec)) return 1;
+    size_t g0 = group_of(h, k);
+    for (size_t w = 0; w < window; w++)
+        if (store_in(g0 + w, g0, t, rec)) return 1;
+    return 0;
+}
+
+/* Everything but the common case of mt_table_insert, whose census count it takes over: a record
+ * that may be in more than one group, or whose home group is full. */
+__attribute__((noinline)) static int insert_slow(const struct mt_record *rec, int *replaced,
+                                                 uint64_t h, uint64_t word)
+{
+    uint8_t t = tag_of(h);
+    unsigned first, second;
+    place(h, word, &first, &second);
+    *replaced = replace_in_lane(first, h, t, rec) ||
+                (second != NO_LANE && replace_in_lane(second, h, t, rec));
+    if (*replaced) {
+        census_add(h, -1);
+        return 1;
+    }
+    if (store_in_lane(first, h, t, rec)) return 1;
+    /* The region has filled its window in its own lane. A lane is a fraction of the table, and one
+     * busy region must still have all of it: spread. */
+    if (lanes > 1 && !(word & SPREAD)) {
+        region_spread(rec->addr >> REGION_SHIFT);
+        if (hash_lane(h) != first && store_in_lane(hash_lane(h), h, t, rec)) return 1;
+    }
+    census_add(h, -1);
     return 0;
 }
 
 int mt_table_insert(const struct mt_record *rec, int *replaced)
 {
     uint64_t h = mt_table_hash(rec->addr);
-    unsigned k = lane_of(rec->addr, 1);
-    size_t g0 = group_of(h, k);
-    uint8_t t = tag_of(h);
+    uint64_t word = lanes > 1 ? cached_word(rec->addr >> REGION_SHIFT, 1) : 0;
     census_add(h, 1);
-    int spilled = __atomic_load_n(&spills[g0], __ATOMIC_RELAXED) != 0;
-    *replaced = replace_in(g0, t, rec) || (spilled && replace_far(g0, k, t, rec));
-    if (*replaced) {
-        census_add(h, -1);
-        return 1;
+    /* Commonly the record can be in one group only, its home, and there is room there. */
+    unsigned first, second;
+    place(h, word, &first, &second);
+    size_t g0 = group_of(h, first);
+    if (second == NO_LANE && !__atomic_load_n(&spills[g0], __ATOMIC_RELAXED)) {
+        uint8_t t = tag_of(h);
+        if ((*replaced = replace_in(g0, t, rec))) {
+            census_add(h, -1);
+            return 1;
+        }
+        if (store_in(g0, g0, t, rec)) return 1;
     }
-    if (store_in(g0, g0, t, rec) || store_far(g0, k, t, rec)) return 1;
-    census_add(h, -1);
-    return 0;
+    return insert_slow(rec, replaced, h, word);
 }
 
 /* Removes addr's record from slot s of group g (tag t; home g0). Returns 1 when done, 0 when the
@@ -361,17 +429,16 @@ static inline int take_out(size_t s, size_t g, size_t g0, uintptr_t addr, uint8_
     return 1;
 }
 
-/* Every group that may hold addr's record, waiting out readers that own one of its slots. Kept
- * apart so that the common case does not pay for this loop's registers. */
-__attribute__((noinline)) static int remove_slow(uintptr_t addr, size_t g0, unsigned k, uint8_t t,
+/* The window of home g0, waiting out readers that own one of its slots. Kept apart so that the
+ * common case does not pay for this loop's registers. */
+__attribute__((noinline)) static int remove_slow(uintptr_t addr, size_t g0, uint8_t t,
                                                  struct mt_record *out)
 {
     const __m128i want = _mm_set1_epi8((char)t), busy = _mm_set1_epi8((char)TAG_BUSY);
     unsigned spins = 0;
     for (;;) {
         int held = 0; /* a slot with our address is owned by another thread */
-        for (size_t i = 0, n = reach(g0); i < n; i++) {
-            size_t g = candidate(g0, k, i);
+        for (size_t g = g0, end = g0 + reach(g0); g < end; g++) {
             __m128i v = _mm_load_si128((const __m128i *)(tags + g * GROUP));
             unsigned ours = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, want));
             unsigned owned = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, busy));
@@ -388,29 +455,38 @@ __attribute__((noinline)) static int remove_slow(uintptr_t addr, size_t g0, unsi
     }
 }
 
-int mt_table_remove(uintptr_t addr, struct mt_record *out)
+/* Most records are in their home group: they are taken out here. A slot of the home group may be
+ * BUSY, held by a reader: the slow path waits for it. */
+__attribute__((always_inline)) static inline int
+remove_in_lane(uintptr_t addr, unsigned k, uint64_t h, uint8_t t, struct mt_record *out)
 {
-    /* Most frees are of blocks without a record (sampled out, dropped, untraced): the census says
-     * so in a sparse table, a region never seen does, else, with nothing spilled from the home
-     * group, one look at its tags does. Most records are in their home group: they are taken out
-     * here. A slot of the home group may be BUSY, held by a reader: the slow path waits for it. */
-    if (!mt_table_may_hold(addr)) return 0;
-    unsigned k = lane_of(addr, 0);
-    if (k == NO_LANE) return 0;
-    uint64_t h = mt_table_hash(addr);
     size_t g0 = group_of(h, k);
-    uint8_t t = tag_of(h);
     __m128i v = _mm_load_si128((const __m128i *)(tags + g0 * GROUP));
     for (unsigned m = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8((char)t))); m;
          m &= m - 1) {
         int r = take_out(g0 * GROUP + (size_t)__builtin_ctz(m), g0, g0, addr, t, out);
         if (r > 0) return 1;
-        if (r < 0) return remove_slow(addr, g0, k, t, out);
+        if (r < 0) return remove_slow(addr, g0, t, out);
     }
     if (!_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8((char)TAG_BUSY))) &&
         !__atomic_load_n(&spills[g0], __ATOMIC_RELAXED))
         return 0;
-    return remove_slow(addr, g0, k, t, out);
+    return remove_slow(addr, g0, t, out);
+}
+
+int mt_table_remove(uintptr_t addr, struct mt_record *out)
+{
+    /* Most frees are of blocks without a record (sampled out, dropped, untraced): the census says
+     * so in a sparse table, a region never seen does, else, with nothing spilled from the home
+     * group, one look at its tags does. */
+    if (!mt_table_may_hold(addr)) return 0;
+    uint64_t h = mt_table_hash(addr), r = addr >> REGION_SHIFT, word = 0;
+    if (lanes > 1 && !(word = cached_word(r, 0))) return 0;
+    uint8_t t = tag_of(h);
+    unsigned first, second;
+    place(h, word, &first, &second);
+    return remove_in_lane(addr, first, h, t, out) ||
+           (second != NO_LANE && remove_in_lane(addr, second, h, t, out));
 }
 
 size_t mt_table_each(void (*fn)(const struct mt_record *, void *), void *arg)
@@ -434,7 +510,11 @@ size_t mt_table_clear(void)
         uint8_t t = __atomic_load_n(&tags[s], __ATOMIC_RELAXED);
         if (t < 2 || !take(s, t)) continue;
         uint64_t h = mt_table_hash(recs[s].addr);
-        size_t home = group_of(h, lane_of(recs[s].addr, 0));
+        unsigned first, second;
+        place(h, lanes > 1 ? region_word(recs[s].addr >> REGION_SHIFT, 0) : 0, &first, &second);
+        size_t home = group_of(h, first);
+        if (second != NO_LANE && (s / GROUP < home || s / GROUP >= home + window))
+            home = group_of(h, second);
         __atomic_store_n(&recs[s].addr, 0, __ATOMIC_RELAXED);
         give(s, TAG_EMPTY);
         if (s / GROUP != home) spill(home, -1);

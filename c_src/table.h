@@ -13,11 +13,12 @@
  *   never torn: address, size, time, thread and stack always belong to one allocation.
  * - Lanes: the table is cut into lanes, and each 64 MiB region of the address space has one, given
  *   in turn as regions are first seen and never changed. glibc gives each thread's arena regions of
- *   its own, so threads that allocate at once mostly write different cache lines. An address is
- *   looked for in a fixed window of slots (a probe window) after its hash in its region's lane, and
- *   when that is full in the group at the same place in every other lane. A record that finds no
- * free slot in any of them is not stored: mt_table_insert() returns 0 and the caller counts the
- * drop. Removal frees a slot at once (no tombstones), so the table never degrades.
+ *   its own, so threads that allocate at once mostly write different cache lines. A region that
+ *   fills its part of its lane is spread: its later records go to the lane of their hash, as in a
+ *   table without lanes. A record is stored in a fixed window of slots (a probe window) after its
+ *   hash in its lane; one that finds no free slot there is not stored: mt_table_insert() returns 0
+ *   and the caller counts the drop. Removal frees a slot at once (no tombstones), so the table
+ *   never degrades.
  * - Fork: mt_table_after_fork() (child side) repairs slots left BUSY by threads that do not exist
  *   in the child; afterwards no operation can wait on them.
  * - None of these functions allocates, takes a lock, prints or changes errno.
@@ -37,7 +38,7 @@ struct mt_record {
 };
 
 /* Reserves the slots in lanes lanes (1 to MT_TABLE_LANES_MAX; fewer when a lane would have less
- * than 256 slots); returns 0, or -1 when the memory cannot be mapped. sparse: most frees will find
+ * than 2048 slots); returns 0, or -1 when the memory cannot be mapped. sparse: most frees will find
  * no record (sampling); the table then keeps a census, which answers them without a look at the
  * slots, at the cost of a shared counter that every insert and removal writes, and has one lane. */
 int mt_table_init(size_t slots, int sparse, unsigned lanes);

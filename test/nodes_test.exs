@@ -75,8 +75,8 @@ defmodule Mtrace.NodesTest do
         {"MTRACE_LANES", "9"}
       ])
 
-    # One lane per CPU the node may run on, at most 8.
-    lanes = min(:erlang.system_info(:logical_processors_available), 8)
+    # One lane per CPU the node may run on, at most 8, and at least 2048 slots a lane.
+    lanes = min(:erlang.system_info(:logical_processors_available), div(4096, 2048))
     assert out =~ "{4096, 20, #{lanes}}"
     said = out |> String.split("\n") |> Enum.filter(&String.starts_with?(&1, "mtrace: "))
     slots = Enum.filter(said, &String.starts_with?(&1, "mtrace: MTRACE_SLOTS=lots: expected "))

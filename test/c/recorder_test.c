@@ -190,6 +190,34 @@ static void test_lanes(void)
           "another thread's frees find every record, in every lane");
 }
 
+static void *fill_owner8(void *arg)
+{
+    size_t n = *(size_t *)arg;
+    for (unsigned i = 0; i < n; i++)
+        alloc(block(8, i));
+    return NULL;
+}
+
+/* A region spread by another thread after this one last looked at it: this thread's frees still
+ * find the records that went to other lanes. */
+static void test_spread_seen_late(void)
+{
+    struct mt_stats before, after;
+    mt_stats_read(&before);
+    alloc(block(8, 100000));
+    release(block(8, 100000));
+    size_t n = mt_table_slots() / 2;
+    pthread_t t;
+    pthread_create(&t, NULL, fill_owner8, &n);
+    pthread_join(t, NULL);
+    for (unsigned i = 0; i < n; i++)
+        release(block(8, i));
+    mt_stats_read(&after);
+    check(after.untracked_frees - before.untracked_frees == after.dropped - before.dropped &&
+              mt_table_count() == 0,
+          "a region spread by another thread: this thread's frees find every record");
+}
+
 /* More regions than the region map holds: those it has no room for still keep one lane each. */
 static void test_regions(void)
 {
@@ -337,7 +365,7 @@ static void test_packing(void)
 
 int main(void)
 {
-    setenv("MTRACE_SLOTS", "1024", 1);
+    setenv("MTRACE_SLOTS", "8192", 1);
     setenv("MTRACE_LANES", "4", 1);
     check(mt_start() && mt_active(), "the recorder starts without LD_PRELOAD");
     test_basics();
@@ -345,6 +373,7 @@ int main(void)
     test_full_table();
     test_guarded_free();
     test_lanes();
+    test_spread_seen_late();
     test_regions();
     test_interning();
     test_threads();
