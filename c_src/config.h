@@ -20,7 +20,7 @@ struct mt_config {
     size_t stacks;         /* MTRACE_STACKS: distinct stacks the intern table can hold */
     enum mt_unwind unwind; /* MTRACE_UNWIND: libunwind (default) or fp */
     size_t sample;         /* MTRACE_SAMPLE: mean bytes between sampled allocations, 0: all */
-    size_t lanes;          /* MTRACE_LANES: table lanes (table.h); one per CPU available */
+    size_t lanes;          /* MTRACE_LANES: table lanes (table.h); one per CPU, at most 2 */
     /* Reports and CSV (report.h, csv.h); the strings are copies, NULL when unset. */
     const char *report;  /* MTRACE_REPORT: "stderr", "none" or a path template */
     int report_signal;   /* MTRACE_REPORT_SIGNAL: a signal number, 0 for none */

@@ -26,7 +26,7 @@ defmodule MtraceTest do
     stats = Mtrace.stats()
     assert stats.preloaded == true
     assert stats.slots >= 4096
-    assert stats.lanes == min(:erlang.system_info(:logical_processors_available), 8)
+    assert stats.lanes == min(:erlang.system_info(:logical_processors_available), 2)
     assert stats.depth == 20
     assert stats.unwind == :libunwind
   end

@@ -72,16 +72,16 @@ defmodule Mtrace.NodesTest do
         {"LD_PRELOAD", mtrace_so()},
         {"MTRACE_SLOTS", "lots"},
         {"MTRACE_DEPTH", "0"},
-        {"MTRACE_LANES", "9"}
+        {"MTRACE_LANES", "3"}
       ])
 
-    # One lane per CPU the node may run on, at most 8, and at least 2048 slots a lane.
+    # One lane per CPU the node may run on, at most 2, and at least 2048 slots a lane.
     lanes = min(:erlang.system_info(:logical_processors_available), div(4096, 2048))
     assert out =~ "{4096, 20, #{lanes}}"
     said = out |> String.split("\n") |> Enum.filter(&String.starts_with?(&1, "mtrace: "))
     slots = Enum.filter(said, &String.starts_with?(&1, "mtrace: MTRACE_SLOTS=lots: expected "))
     depth = Enum.filter(said, &String.starts_with?(&1, "mtrace: MTRACE_DEPTH=0: expected "))
-    lane = Enum.filter(said, &String.starts_with?(&1, "mtrace: MTRACE_LANES=9: expected "))
+    lane = Enum.filter(said, &String.starts_with?(&1, "mtrace: MTRACE_LANES=3: expected "))
     assert slots != [] and length(slots) == length(depth) and length(slots) == length(lane)
     assert length(said) == 3 * length(slots)
   end

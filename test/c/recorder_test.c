@@ -171,11 +171,11 @@ static void *free_owner(void *arg)
  * another thread find every one of them. */
 static void test_lanes(void)
 {
-    check(mt_table_lanes() == (mt_census.on ? 1u : 4u),
-          mt_census.on ? "a sparse table has one lane" : "MTRACE_LANES=4 gives four lanes");
+    check(mt_table_lanes() == (mt_census.on ? 1u : 2u),
+          mt_census.on ? "a sparse table has one lane" : "MTRACE_LANES=2 gives two lanes");
     struct mt_stats before, after;
     mt_stats_read(&before);
-    size_t n = mt_table_slots() / 2;
+    size_t n = mt_table_slots() * 3 / 4;
     for (unsigned i = 0; i < n; i++)
         alloc(block(7, i));
     struct scan s = scan_owner(7);
@@ -184,8 +184,8 @@ static void test_lanes(void)
     pthread_join(t, NULL);
     mt_stats_read(&after);
     uint64_t dropped = after.dropped - before.dropped;
-    check(s.seen + dropped == n && s.seen > mt_table_slots() / 4 && s.bad == 0,
-          "one region holds more records than its lane has slots");
+    check(s.seen + dropped == n && dropped <= n / 100 && s.bad == 0,
+          "one region fills three quarters of the table, across its lane, with under 1% dropped");
     check(after.untracked_frees - before.untracked_frees == dropped && mt_table_count() == 0,
           "another thread's frees find every record, in every lane");
 }
@@ -366,7 +366,7 @@ static void test_packing(void)
 int main(void)
 {
     setenv("MTRACE_SLOTS", "8192", 1);
-    setenv("MTRACE_LANES", "4", 1);
+    setenv("MTRACE_LANES", "2", 1);
     check(mt_start() && mt_active(), "the recorder starts without LD_PRELOAD");
     test_basics();
     test_realloc();
