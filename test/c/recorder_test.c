@@ -159,16 +159,30 @@ static void test_guarded_free(void)
     mt_table_clear();
 }
 
-static void *free_owner(void *arg)
+/* op (alloc or release) on blocks 0..n-1 of owner, on this thread or on a thread of its own. */
+struct blocks {
+    void (*op)(void *);
+    unsigned owner;
+    size_t n;
+};
+
+static void *each_block(void *arg)
 {
-    size_t n = *(size_t *)arg;
-    for (unsigned i = 0; i < n; i++)
-        release(block(7, i));
+    const struct blocks *b = arg;
+    for (unsigned i = 0; i < b->n; i++)
+        b->op(block(b->owner, i));
     return NULL;
 }
 
-/* Lanes (table.h): the records of one region fill its lane and then the others, and frees from
- * another thread find every one of them. */
+static void each_block_elsewhere(struct blocks b)
+{
+    pthread_t t;
+    pthread_create(&t, NULL, each_block, &b);
+    pthread_join(t, NULL);
+}
+
+/* Lanes (table.h): the records of one region fill its lane and are then spread over both, and
+ * frees from another thread find every one of them. */
 static void test_lanes(void)
 {
     check(mt_table_lanes() == (mt_census.on ? 1u : 2u),
@@ -176,26 +190,15 @@ static void test_lanes(void)
     struct mt_stats before, after;
     mt_stats_read(&before);
     size_t n = mt_table_slots() * 3 / 4;
-    for (unsigned i = 0; i < n; i++)
-        alloc(block(7, i));
+    each_block(&(struct blocks){alloc, 7, n});
     struct scan s = scan_owner(7);
-    pthread_t t;
-    pthread_create(&t, NULL, free_owner, &n);
-    pthread_join(t, NULL);
+    each_block_elsewhere((struct blocks){release, 7, n});
     mt_stats_read(&after);
     uint64_t dropped = after.dropped - before.dropped;
     check(s.seen + dropped == n && dropped <= n / 100 && s.bad == 0,
           "one region fills three quarters of the table, across its lane, with under 1% dropped");
     check(after.untracked_frees - before.untracked_frees == dropped && mt_table_count() == 0,
           "another thread's frees find every record, in every lane");
-}
-
-static void *fill_owner8(void *arg)
-{
-    size_t n = *(size_t *)arg;
-    for (unsigned i = 0; i < n; i++)
-        alloc(block(8, i));
-    return NULL;
 }
 
 /* A region spread by another thread after this one last looked at it: this thread's frees still
@@ -207,11 +210,8 @@ static void test_spread_seen_late(void)
     alloc(block(8, 100000));
     release(block(8, 100000));
     size_t n = mt_table_slots() / 2;
-    pthread_t t;
-    pthread_create(&t, NULL, fill_owner8, &n);
-    pthread_join(t, NULL);
-    for (unsigned i = 0; i < n; i++)
-        release(block(8, i));
+    each_block_elsewhere((struct blocks){alloc, 8, n});
+    each_block(&(struct blocks){release, 8, n});
     mt_stats_read(&after);
     check(after.untracked_frees - before.untracked_frees == after.dropped - before.dropped &&
               mt_table_count() == 0,
