@@ -8,17 +8,19 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "reach.h"
 #include "recorder.h"
+#include "snapshot.h"
 #include "stack.h"
 #include "symbols.h"
-#include "table.h"
 
 struct site {
     uint32_t id;
     int n;                   /* frames shown */
     const uintptr_t *ips;    /* the stack's frames, interned (immutable) */
-    int64_t bytes, blocks;   /* live report: live; changes report: net */
+    int64_t bytes, blocks;   /* live report: live (or lost, at exit); changes report: net */
     uint64_t ab, an, fb, fn; /* changes report: allocated and freed since the baseline */
+    int64_t direct, indirect; /* lost blocks, at exit */
 };
 
 int mt_report_depth(int n)
@@ -75,6 +77,8 @@ static void add(struct site *sum, const struct site *s)
     sum->an += s->an;
     sum->fb += s->fb;
     sum->fn += s->fn;
+    sum->direct += s->direct;
+    sum->indirect += s->indirect;
 }
 
 /* Sites whose shown frames are equal become one, named by the lowest id; then largest first. */
@@ -100,27 +104,80 @@ static struct site site_of(uint32_t id)
     return s;
 }
 
+/* Per stack id: bytes, blocks (in 1/MT_ONE units), and of lost blocks, how many are direct. */
+struct per_id {
+    int64_t bytes, units, direct, indirect;
+};
+
+/* A live report's records, summed by stack id. At exit, when reachability is known (split),
+ * lost blocks go to `lost` and reachable ones to `kept`; otherwise every record goes to `lost`,
+ * which is then simply the live heap. */
 struct gather {
-    int64_t *per_id; /* bytes and blocks, by stack id; blocks here in 1/MT_ONE units */
+    struct per_id *lost, *kept;
     size_t ids;
-    int64_t heap_bytes, heap_blocks, tracked_bytes, tracked_blocks;
+    int split;
+    struct mt_reach reach;
+    int64_t heap_bytes, heap_units, tracked_bytes, tracked_units;
+    int64_t lost_bytes, lost_units, kept_bytes, kept_units, direct, indirect;
 };
 
 /* Per site, weights (account.h): the estimate a sampled record stands for. */
-static void gather_live(const struct mt_record *r, void *arg)
+static void gather_record(struct gather *g, const struct mt_record *r, int state)
 {
-    struct gather *g = arg;
     size_t id = r->stack < g->ids ? r->stack : 0;
     struct mt_weight w = mt_weigh(r);
-    g->per_id[2 * id] += (int64_t)w.bytes;
-    g->per_id[2 * id + 1] += (int64_t)w.blocks;
     if (r->addr & MT_TRACK_BIT) {
         g->tracked_bytes += (int64_t)w.bytes;
-        g->tracked_blocks += (int64_t)w.blocks;
+        g->tracked_units += (int64_t)w.blocks;
     } else {
         g->heap_bytes += (int64_t)w.bytes;
-        g->heap_blocks += (int64_t)w.blocks;
+        g->heap_units += (int64_t)w.blocks;
     }
+    struct per_id *p = &g->lost[id];
+    if (state == MT_REACH_REACHABLE) {
+        p = &g->kept[id];
+        g->kept_bytes += (int64_t)w.bytes;
+        g->kept_units += (int64_t)w.blocks;
+    } else if (g->split && !(r->addr & MT_TRACK_BIT)) {
+        g->lost_bytes += (int64_t)w.bytes;
+        g->lost_units += (int64_t)w.blocks;
+        int direct = state == MT_REACH_DIRECT;
+        p->direct += direct;
+        p->indirect += !direct;
+        g->direct += direct;
+        g->indirect += !direct;
+    }
+    p->bytes += (int64_t)w.bytes;
+    p->units += (int64_t)w.blocks;
+}
+
+/* Reads the live records; at exit, with every allocation recorded (no sampling), marks what the
+ * program can still reach. Returns 0, or -1 with errno. */
+static int gather_live(struct gather *g, int at_exit)
+{
+    struct mt_snapshot own, *snap = &own;
+    g->split = at_exit && !mt_config.sample && mt_reach_run(&g->reach, 1) == 0;
+    if (g->split)
+        snap = &g->reach.snap;
+    else if (mt_snapshot_take(&own) != 0)
+        return -1;
+    if (!(g->lost = calloc(g->ids, sizeof *g->lost)) ||
+        (g->split && !(g->kept = calloc(g->ids, sizeof *g->kept)))) {
+        if (!g->split) mt_snapshot_drop(&own);
+        errno = ENOMEM;
+        return -1;
+    }
+    for (size_t i = 0; i < snap->n; i++)
+        gather_record(g, &snap->rec[i], g->split ? g->reach.state[i] : 0);
+    if (!g->split) mt_snapshot_drop(&own);
+    return 0;
+}
+
+static void gather_drop(struct gather *g)
+{
+    if (g->split) mt_reach_drop(&g->reach);
+    free(g->lost);
+    free(g->kept);
 }
 
 /* "<label>12 bytes in 3 blocks", with signs when plus is set. */
@@ -154,15 +211,46 @@ static void summary(struct mt_out *o, const struct mt_report_req *req, const str
     struct mt_stats st;
     mt_stats_read(&st);
     int counted = mt_config.account;
-    mt_out_str(o, req->at_exit ? "  leaked at exit" : "  live heap");
-    mt_out_str(o, estimated());
-    amount(o, ": ", counted ? load(&mt_account.live_bytes) : g->heap_bytes,
-           mt_blocks(counted ? load(&mt_account.live_blocks) : g->heap_blocks), "block", 0);
-    mt_out_str(o, "\n");
+    if (g->split) {
+        amount(o, "  leaked at exit: ", g->lost_bytes, mt_blocks(g->lost_units), "block", 0);
+        mt_out_str(o, " (");
+        mt_out_i64(o, g->direct, 0);
+        mt_out_str(o, " direct, ");
+        mt_out_i64(o, g->indirect, 0);
+        mt_out_str(o, " indirect)\n");
+        amount(o, "  still reachable at exit: ", g->kept_bytes, mt_blocks(g->kept_units), "block",
+               0);
+        mt_out_str(o, "\n");
+    } else {
+        mt_out_str(o, req->at_exit ? "  leaked at exit" : "  live heap");
+        mt_out_str(o, estimated());
+        amount(o, ": ", counted ? load(&mt_account.live_bytes) : g->heap_bytes,
+               mt_blocks(counted ? load(&mt_account.live_blocks) : g->heap_units), "block", 0);
+        mt_out_str(o, "\n");
+    }
     if (counted && load(&mt_account.untabled_blocks) > 0) {
-        amount(o, "    of which without a record (table full; see MTRACE_SLOTS): ",
+        amount(o,
+               g->split ? "  live at exit without a record (table full; see MTRACE_SLOTS): "
+                        : "    of which without a record (table full; see MTRACE_SLOTS): ",
                load(&mt_account.untabled_bytes), load(&mt_account.untabled_blocks), "block", 0);
         mt_out_str(o, "\n");
+    }
+    if (g->split) {
+        mt_out_str(o, "  reachability: ");
+        mt_out_u64(o, g->reach.stopped);
+        mt_out_str(o, " of ");
+        mt_out_u64(o, g->reach.threads);
+        mt_out_str(o, " other threads stopped for ");
+        mt_out_u64(o, g->reach.pause_ns / 1000);
+        mt_out_str(o, " us; ");
+        mt_out_u64(o, g->reach.root_bytes);
+        mt_out_str(o, " bytes of roots and ");
+        mt_out_u64(o, g->reach.block_bytes);
+        mt_out_str(o, " bytes of blocks read\n");
+    } else if (req->at_exit && !req->base) {
+        mt_out_str(o, mt_config.sample ? "  reachability: not known under MTRACE_SAMPLE (blocks "
+                                         "not sampled have no record)\n"
+                                       : "  reachability: not known (the mark failed)\n");
     }
     if (counted) {
         mt_out_str(o, "  peak live heap");
@@ -176,7 +264,7 @@ static void summary(struct mt_out *o, const struct mt_report_req *req, const str
     if (st.calls[MT_TRACK]) {
         amount(o, "  tracked (mtrace_track): ",
                counted ? load(&mt_account.tracked_bytes) : g->tracked_bytes,
-               mt_blocks(counted ? load(&mt_account.tracked_blocks) : g->tracked_blocks),
+               mt_blocks(counted ? load(&mt_account.tracked_blocks) : g->tracked_units),
                "resource", 0);
         mt_out_str(o, "\n");
     }
@@ -207,6 +295,13 @@ static void print_site(struct mt_out *o, const struct site *s, size_t rank, size
                        int changes)
 {
     amount(o, "\n", s->bytes, s->blocks, "block", changes);
+    if (s->direct || s->indirect) {
+        mt_out_str(o, " lost (");
+        mt_out_i64(o, s->direct, 0);
+        mt_out_str(o, " direct, ");
+        mt_out_i64(o, s->indirect, 0);
+        mt_out_str(o, " indirect)");
+    }
     if (changes) {
         amount(o, " (allocated ", (int64_t)s->ab, (int64_t)s->an, "block", 0);
         amount(o, ", freed ", (int64_t)s->fb, (int64_t)s->fn, "block", 0);
@@ -230,14 +325,16 @@ static void print_site(struct mt_out *o, const struct site *s, size_t rank, size
 }
 
 /* Sites of a live report: the records gathered, summed by stack id. */
-static size_t live_sites(struct site *sites, size_t ids, const struct gather *g)
+static size_t live_sites(struct site *sites, size_t ids, const struct per_id *p)
 {
     size_t n = 0;
     for (size_t id = 0; id < ids; id++) {
-        if (!g->per_id[2 * id + 1]) continue;
+        if (!p[id].units) continue;
         sites[n] = site_of((uint32_t)id);
-        sites[n].bytes = g->per_id[2 * id];
-        sites[n++].blocks = mt_blocks(g->per_id[2 * id + 1]);
+        sites[n].bytes = p[id].bytes;
+        sites[n].blocks = mt_blocks(p[id].units);
+        sites[n].direct = p[id].direct;
+        sites[n++].indirect = p[id].indirect;
     }
     return n;
 }
@@ -289,10 +386,11 @@ static void title(struct mt_out *o, const struct mt_report_req *req)
     mt_out_str(o, "\n");
 }
 
-static void sites_header(struct mt_out *o, const struct mt_report_req *req, const struct site *all,
-                         size_t n, size_t shown)
+/* what: "leaks", "live", "still reachable"; or NULL for the changes since req->base. */
+static void sites_header(struct mt_out *o, const struct mt_report_req *req, const char *what,
+                         const struct site *all, size_t n, size_t shown)
 {
-    if (req->base) {
+    if (!what) {
         mt_out_str(o, "changes since ");
         mt_out_str(o, req->since);
         mt_out_str(o, estimated());
@@ -305,10 +403,11 @@ static void sites_header(struct mt_out *o, const struct mt_report_req *req, cons
         }
         mt_out_str(o, "; by call site, largest growth first (");
     } else if (n == 0) {
-        mt_out_str(o, req->at_exit ? "leaks: none\n" : "live blocks: none\n");
+        mt_out_str(o, what);
+        mt_out_str(o, strcmp(what, "live") == 0 ? " blocks: none\n" : ": none\n");
         return;
     } else {
-        mt_out_str(o, req->at_exit ? "leaks" : "live");
+        mt_out_str(o, what);
         mt_out_str(o, estimated());
         amount(o, ": ", all->bytes, all->blocks, "block", 0);
         mt_out_str(o, " by call site, largest first (");
@@ -322,6 +421,32 @@ static void sites_header(struct mt_out *o, const struct mt_report_req *req, cons
     mt_out_str(o, "):\n");
 }
 
+/* One list of sites, merged, largest first, cut to MTRACE_REPORT_TOP. all: the totals, which a
+ * changes report also takes from the sites it does not list; NULL to sum the sites. */
+static void print_sites(struct mt_out *o, const struct mt_report_req *req, const char *what,
+                        struct site *sites, size_t n, const struct site *totals)
+{
+    struct site all = {0};
+    for (size_t i = 0; !totals && i < n; i++)
+        add(&all, &sites[i]);
+    if (totals) all = *totals;
+    n = merge(sites, n);
+    size_t shown = mt_config.report_top && mt_config.report_top < n ? mt_config.report_top : n;
+    sites_header(o, req, what, &all, n, shown);
+    for (size_t i = 0; i < shown; i++)
+        print_site(o, &sites[i], i + 1, n, what == NULL);
+    if (shown < n) {
+        struct site rest = {0};
+        for (size_t i = shown; i < n; i++)
+            add(&rest, &sites[i]);
+        mt_out_str(o, "\n... and ");
+        mt_out_u64(o, n - shown);
+        amount(o, n - shown == 1 ? " more site: " : " more sites: ", rest.bytes, rest.blocks,
+               "block", what == NULL);
+        mt_out_str(o, "\n");
+    }
+}
+
 int mt_report_write(int fd, const struct mt_report_req *req)
 {
     if (req->base && !mt_config.account) {
@@ -331,48 +456,35 @@ int mt_report_write(int fd, const struct mt_report_req *req)
     mt_guard_hold();
     /* Room for every id: a record may carry a stack interned while the table is read. */
     struct gather g = {.ids = mt_config.stacks + 1};
-    if (!req->base && (g.per_id = calloc(g.ids, 2 * sizeof *g.per_id)) != NULL)
-        mt_table_each(gather_live, &g);
+    int failed = !req->base && gather_live(&g, req->at_exit) != 0;
     /* Read after the scan, so that it covers every id gathered; a changes report leaves later
      * ones to the next report. */
     size_t ids = mt_stack_count() + 1;
-    struct site *sites = malloc(ids * sizeof *sites);
-    if (!sites || (!req->base && !g.per_id)) {
-        free(sites);
-        free(g.per_id);
+    struct site *sites = failed ? NULL : malloc(ids * sizeof *sites);
+    if (!sites) {
+        gather_drop(&g);
         mt_guard_release();
         errno = ENOMEM;
         return -1;
     }
     struct site all = {0};
     size_t n = req->base ? changed_sites(sites, ids, req->base, req->advance, &all)
-                         : live_sites(sites, ids, &g);
-    for (size_t i = 0; !req->base && i < n; i++)
-        add(&all, &sites[i]);
-    n = merge(sites, n);
-    size_t shown = mt_config.report_top && mt_config.report_top < n ? mt_config.report_top : n;
+                         : live_sites(sites, ids, g.lost);
 
     struct mt_out o;
     mt_out_init(&o, fd);
     title(&o, req);
     summary(&o, req, &g);
-    sites_header(&o, req, &all, n, shown);
-    for (size_t i = 0; i < shown; i++)
-        print_site(&o, &sites[i], i + 1, n, req->base != NULL);
-    if (shown < n) {
-        struct site rest = {0};
-        for (size_t i = shown; i < n; i++)
-            add(&rest, &sites[i]);
-        mt_out_str(&o, "\n... and ");
-        mt_out_u64(&o, n - shown);
-        amount(&o, n - shown == 1 ? " more site: " : " more sites: ", rest.bytes, rest.blocks,
-               "block", req->base != NULL);
+    print_sites(&o, req, req->base ? NULL : req->at_exit ? "leaks" : "live", sites, n,
+                req->base ? &all : NULL);
+    if (g.split && mt_config.report_reachable) {
         mt_out_str(&o, "\n");
+        print_sites(&o, req, "still reachable", sites, live_sites(sites, ids, g.kept), NULL);
     }
     mt_out_str(&o, "\nmtrace: end of report ");
     mt_out_u64(&o, req->seq);
     mt_out_str(&o, "\n");
-    free(g.per_id);
+    gather_drop(&g);
     free(sites);
     int rc = mt_out_flush(&o);
     mt_guard_release();

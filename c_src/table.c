@@ -46,8 +46,9 @@
 
 #include <emmintrin.h>
 #include <sched.h>
-#include <sys/mman.h>
 #include <time.h>
+
+#include "mem.h"
 
 enum { TAG_EMPTY = 0, TAG_BUSY = 1 };
 #define GROUP 16
@@ -92,17 +93,14 @@ static unsigned spreads; /* regions spread so far: a thread's cached word is goo
 
 int mt_table_init(size_t slots, int sparse, unsigned want_lanes)
 {
-    void *r = mmap(NULL, slots * sizeof *recs, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (r == MAP_FAILED) return -1;
-    void *t = mmap(NULL, slots, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
-    void *c = mmap(NULL, slots / GROUP * sizeof *spills, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (t == MAP_FAILED || c == MAP_FAILED) {
-        munmap(r, slots * sizeof *recs);
-        if (t != MAP_FAILED) munmap(t, slots);
-        if (c != MAP_FAILED) munmap(c, slots / GROUP * sizeof *spills);
+    /* mem.h's memory: the records name every live block, and must never be a root. */
+    void *r = mt_mem_map(slots * sizeof *recs);
+    void *t = mt_mem_map(slots);
+    void *c = mt_mem_map(slots / GROUP * sizeof *spills);
+    if (!r || !t || !c) {
+        if (r) mt_mem_unmap(r, slots * sizeof *recs);
+        if (t) mt_mem_unmap(t, slots);
+        if (c) mt_mem_unmap(c, slots / GROUP * sizeof *spills);
         return -1;
     }
     spills = c;

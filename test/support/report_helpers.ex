@@ -15,7 +15,7 @@ defmodule Mtrace.Test.Report do
 
   # Every MTRACE_* variable the tests set, unset unless given: the test node has its own.
   @vars ~w(LD_PRELOAD MTRACE_SLOTS MTRACE_SAMPLE MTRACE_REPORT MTRACE_REPORT_SIGNAL
-           MTRACE_REPORT_TOP MTRACE_REPORT_DEPTH MTRACE_CSV MTRACE_CSV_AGE MTRACE_CSV_PERIOD
+           MTRACE_REPORT_TOP MTRACE_REPORT_DEPTH MTRACE_REPORT_REACHABLE MTRACE_CSV MTRACE_CSV_AGE MTRACE_CSV_PERIOD
            MTRACE_CSV_MAX MTRACE_FORK)
 
   @doc """
@@ -80,8 +80,22 @@ defmodule Mtrace.Test.Report do
       live:
         amount(
           text,
-          ~r/^  (?:leaked at exit|live heap)(?: \(estimated\))?: (\d+) bytes in (\d+) blocks?$/m
+          ~r/^  (?:leaked at exit|live heap)(?: \(estimated\))?: (\d+) bytes in (\d+) blocks?(?: \(\d+ direct, \d+ indirect\))?$/m
         ),
+      lost:
+        case Regex.run(
+               ~r/^  leaked at exit: \d+ bytes in \d+ blocks? \((\d+) direct, (\d+) indirect\)$/m,
+               text
+             ) do
+          [_, d, i] -> {String.to_integer(d), String.to_integer(i)}
+          nil -> nil
+        end,
+      untabled:
+        amount(
+          text,
+          ~r/^  live at exit without a record \(table full; see MTRACE_SLOTS\): (\d+) bytes in (\d+) blocks?$/m
+        ),
+      reachable: amount(text, ~r/^  still reachable at exit: (\d+) bytes in (\d+) blocks?$/m),
       peak: number(text, ~r/^  peak live heap(?: \(estimated\))?: (\d+) bytes$/m),
       estimated: text =~ ~r/^  (?:leaked at exit|live heap) \(estimated\): /m,
       sampled: number(text, ~r/^  sampled: (\d+) allocations, about one per \d+ bytes/m),
@@ -90,7 +104,12 @@ defmodule Mtrace.Test.Report do
       dropped: number(text, ~r/^  dropped: (\d+) allocations/m),
       stacks_dropped: number(text, ~r/, (\d+) recorded without a stack/m),
       unmatched_frees: number(text, ~r/^  frees without a record: (\d+)$/m),
-      sites: sites(lines),
+      sites: text |> String.split("\nstill reachable: ") |> hd() |> String.split("\n") |> sites(),
+      reachable_sites:
+        case String.split(text, "\nstill reachable: ", parts: 2) do
+          [_, rest] -> sites(String.split(rest, "\n"))
+          [_] -> nil
+        end,
       totals:
         case Regex.run(
                ~r/^changes since [^:]+: allocated (\d+) bytes in (\d+) blocks?, freed (\d+) bytes in (\d+) blocks?, net ([+-]?\d+) bytes in ([+-]?\d+) blocks?/m,
@@ -132,7 +151,7 @@ defmodule Mtrace.Test.Report do
     end
   end
 
-  @site ~r/^([+-]?\d+) bytes in ([+-]?\d+) blocks?(?: \(allocated (\d+) bytes in (\d+) blocks?, freed (\d+) bytes in (\d+) blocks?\))?, site \d+ of \d+$/
+  @site ~r/^([+-]?\d+) bytes in ([+-]?\d+) blocks?(?: lost \((\d+) direct, (\d+) indirect\))?(?: \(allocated (\d+) bytes in (\d+) blocks?, freed (\d+) bytes in (\d+) blocks?\))?, site \d+ of \d+$/
   @frame ~r/^    (?:at|by) 0x[0-9a-f]+: (.*) \(([^()]*)\)$/
 
   defp sites(lines) do
@@ -160,16 +179,18 @@ defmodule Mtrace.Test.Report do
   defp push(done, nil), do: done
   defp push(done, site), do: [site | done]
 
-  defp new_site([_, bytes, blocks | changes]) do
-    [ab, an, fb, fn_] =
-      case changes do
-        [] -> [nil, nil, nil, nil]
-        list -> Enum.map(list, &String.to_integer/1)
-      end
+  defp new_site([_, bytes, blocks | rest]) do
+    [direct, indirect, ab, an, fb, fn_] =
+      (rest ++ List.duplicate("", 6 - length(rest)))
+      |> Enum.map(fn
+        "" -> nil
+        n -> String.to_integer(n)
+      end)
 
     %{
       bytes: String.to_integer(bytes),
       blocks: String.to_integer(blocks),
+      lost: direct && {direct, indirect},
       allocated: ab && {ab, an},
       freed: fb && {fb, fn_},
       frames: []

@@ -1,0 +1,459 @@
+/* reach.c: the conservative mark (see reach.h). */
+#define _GNU_SOURCE
+#include "reach.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "account.h"
+#include "mem.h"
+#include "recorder.h"
+#include "world.h"
+
+#define BUF ((size_t)1 << 20)
+#define PAGE 4096
+#define RED_ZONE 128
+#define BATCH 512
+/* glibc's thread arenas live in heaps of HEAP_MAX_SIZE (64 MiB on 64-bit), aligned to it. */
+#define ARENA_HEAP ((uintptr_t)64 << 20)
+
+/* States of blocks while the mark runs; the final ones are in reach.h. */
+enum { UNSEEN = 0, LOST = 10, POINTED };
+
+struct ctx {
+    struct mt_reach *r;
+    const struct mt_snapshot *s;
+    uint8_t *st;
+    size_t *work, nwork;
+    char *buf;
+    char *maps; /* /proc/self/maps */
+    size_t maps_len, maps_cap;
+    pid_t pid;
+    int direct;  /* process_vm_readv was refused: read memory directly */
+    int mincore; /* skip pages that are not resident */
+    /* a word pointing into a block of state from or from2 sets it to target, and, with push,
+     * queues it to be read */
+    uint8_t from, from2, target;
+    int push;
+    size_t self; /* the block being read, which its own words do not mark */
+    struct mt_world *world;
+    uintptr_t self_sp; /* the calling thread's stack pointer; 0 at exit */
+};
+
+/* Reads [a, a + len) to `to`; returns how many bytes from a were read. */
+static size_t read_mem(struct ctx *c, uintptr_t a, size_t len, void *to)
+{
+    if (!c->direct) {
+        struct iovec local = {to, len}, remote = {(void *)a, len};
+        ssize_t got = process_vm_readv(c->pid, &local, 1, &remote, 1, 0);
+        if (got >= 0) return (size_t)got;
+        if (errno != ENOSYS && errno != EPERM) return 0;
+        c->direct = 1;
+    }
+    memcpy(to, (const void *)a, len);
+    return len;
+}
+
+/* The header of the chunk after block r, when it lies in r's last bytes: glibc lets a block use
+ * the next chunk's first word, so main_arena's `top`, `last_remainder` and bin heads, which point
+ * at chunk headers and live in libc's data (a root), point into the block before the chunk. Such
+ * a word is malloc's bookkeeping, not the program's pointer. */
+static int next_chunk_header(const struct mt_record *r, uintptr_t w)
+{
+    uintptr_t chunk = (r->size + sizeof(size_t) + 15) & ~(uintptr_t)15;
+    if (chunk < 32) chunk = 32;
+    return w != r->addr && w == r->addr - 16 + chunk;
+}
+
+static void consider(struct ctx *c, uintptr_t w)
+{
+    size_t i = mt_snapshot_find(c->s, w);
+    if (i == MT_SNAPSHOT_NONE || i == c->self || (c->st[i] != c->from && c->st[i] != c->from2) ||
+        next_chunk_header(&c->s->rec[i], w))
+        return;
+    c->st[i] = c->target;
+    if (c->push) c->work[c->nwork++] = i;
+}
+
+static void scan_words(struct ctx *c, const void *p, size_t len)
+{
+    const uintptr_t *w = p;
+    for (size_t k = 0, n = len / sizeof *w; k < n; k++)
+        consider(c, w[k]);
+}
+
+/* Reads and scans [lo, hi), a page at a time past what cannot be read. */
+static void scan_range(struct ctx *c, uintptr_t lo, uintptr_t hi, uint64_t *bytes)
+{
+    lo = (lo + 7) & ~(uintptr_t)7;
+    while (lo < hi) {
+        size_t len = hi - lo < BUF ? hi - lo : BUF;
+        if (c->mincore) {
+            /* Not resident: never written (reads as zeros) or a file's unchanged page. */
+            uintptr_t page = lo & ~(uintptr_t)(PAGE - 1);
+            unsigned char in;
+            if (mincore((void *)page, PAGE, &in) == 0 && !(in & 1)) {
+                lo = page + PAGE;
+                continue;
+            }
+            uintptr_t end = page + PAGE;
+            while (end < lo + len && mincore((void *)end, PAGE, &in) == 0 && (in & 1))
+                end += PAGE;
+            if (end < lo + len) len = end - lo;
+        }
+        size_t got = read_mem(c, lo, len, c->buf);
+        scan_words(c, c->buf, got);
+        *bytes += got;
+        if (got < len) {
+            uintptr_t skip = ((lo + got) & ~(uintptr_t)(PAGE - 1)) + PAGE;
+            c->r->unreadable_bytes += skip - (lo + got);
+            lo = skip;
+        } else {
+            lo += len;
+        }
+    }
+}
+
+/* The first heap record whose block ends after a. */
+static size_t first_after(const struct mt_snapshot *s, uintptr_t a)
+{
+    size_t lo = 0, hi = s->heap;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->rec[mid].addr + s->rec[mid].size <= a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* A root range less the recorded blocks inside it: a block is read when it is marked. */
+static void scan_root(struct ctx *c, uintptr_t lo, uintptr_t hi)
+{
+    for (size_t i = first_after(c->s, lo); lo < hi && i < c->s->heap; i++) {
+        const struct mt_record *b = &c->s->rec[i];
+        if (b->addr >= hi) break;
+        if (b->addr > lo) scan_range(c, lo, b->addr, &c->r->root_bytes);
+        if (b->addr + b->size > lo) lo = b->addr + b->size;
+    }
+    if (lo < hi) scan_range(c, lo, hi, &c->r->root_bytes);
+}
+
+/* mtrace's own regions (mem.h) cut the roots they overlap, nearest first. */
+struct cut {
+    uintptr_t lo, hi, best_lo, best_hi;
+};
+
+static void first_own(uintptr_t lo, uintptr_t hi, void *arg)
+{
+    struct cut *k = arg;
+    if (hi <= k->lo || lo >= k->hi) return;
+    if (!k->best_hi || lo < k->best_lo) {
+        k->best_lo = lo;
+        k->best_hi = hi;
+    }
+}
+
+static void scan_minus_own(struct ctx *c, uintptr_t lo, uintptr_t hi)
+{
+    while (lo < hi) {
+        struct cut k = {lo, hi, 0, 0};
+        mt_mem_each(first_own, &k);
+        if (!k.best_hi) {
+            scan_root(c, lo, hi);
+            return;
+        }
+        if (k.best_lo > lo) scan_root(c, lo, k.best_lo);
+        lo = k.best_hi;
+    }
+}
+
+/* Reads and scans the queued blocks, a batch per system call, until none is left. */
+static void drain(struct ctx *c)
+{
+    while (c->nwork) {
+        struct iovec local[BATCH], remote[BATCH];
+        size_t idx[BATCH], k = 0, used = 0;
+        while (c->nwork && k < BATCH) {
+            size_t i = c->work[c->nwork - 1];
+            size_t len = c->s->rec[i].size & ~(size_t)7;
+            if (k && used + len > BUF) break;
+            c->nwork--;
+            if (len > BUF) {
+                /* a block larger than the buffer is read on its own, in pieces */
+                size_t saved = c->self;
+                c->self = i;
+                scan_range(c, c->s->rec[i].addr, c->s->rec[i].addr + len, &c->r->block_bytes);
+                c->self = saved;
+                continue;
+            }
+            local[k] = (struct iovec){c->buf + used, len};
+            remote[k] = (struct iovec){(void *)c->s->rec[i].addr, len};
+            idx[k++] = i;
+            used += len;
+        }
+        size_t got = 0;
+        if (k && !c->direct) {
+            ssize_t n = process_vm_readv(c->pid, local, k, remote, k, 0);
+            if (n < 0 && (errno == ENOSYS || errno == EPERM))
+                c->direct = 1;
+            else
+                got = n > 0 ? (size_t)n : 0;
+        }
+        if (k && c->direct)
+            for (size_t j = 0; j < k; got += remote[j].iov_len, j++)
+                memcpy(local[j].iov_base, remote[j].iov_base, remote[j].iov_len);
+        /* The call stops at the first block it cannot read: the ones after it go back. */
+        size_t at = 0, j = 0;
+        for (; j < k && at + local[j].iov_len <= got; at += local[j++].iov_len) {
+            c->self = idx[j];
+            scan_words(c, local[j].iov_base, local[j].iov_len);
+            c->r->block_bytes += local[j].iov_len;
+        }
+        c->self = MT_SNAPSHOT_NONE;
+        if (j < k) {
+            c->r->unreadable_bytes += local[j].iov_len;
+            for (size_t m = j + 1; m < k; m++)
+                c->work[c->nwork++] = idx[m];
+        }
+    }
+}
+
+/* The whole of /proc/self/maps, read with read(2) into mtrace's memory. */
+static int read_maps(struct ctx *c)
+{
+    for (size_t cap = (size_t)1 << 20;; cap *= 4) {
+        if (c->maps) mt_mem_unmap(c->maps, c->maps_cap);
+        if (!(c->maps = mt_mem_map(cap))) return -1;
+        c->maps_cap = cap;
+        int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+        if (fd < 0) return -1;
+        size_t n = 0;
+        ssize_t got;
+        while (n < cap && (got = read(fd, c->maps + n, cap - n)) > 0)
+            n += (size_t)got;
+        close(fd);
+        if (n < cap) {
+            c->maps_len = n;
+            return 0;
+        }
+    }
+}
+
+static uintptr_t hex(const char **p)
+{
+    uintptr_t v = 0;
+    for (;; (*p)++) {
+        char ch = **p;
+        int d = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+        if (d < 0) return v;
+        v = v * 16 + (uintptr_t)d;
+    }
+}
+
+/* A heap of one of glibc's thread arenas: 64 MiB-aligned, starting with a heap_info whose arena
+ * pointer is just past it (the arena's first heap) or whose previous heap is another such. */
+static int arena_heap(struct ctx *c, uintptr_t lo, uintptr_t hi)
+{
+    uintptr_t info[4];
+    if (lo % ARENA_HEAP || read_mem(c, lo, sizeof info, info) != sizeof info) return 0;
+    uintptr_t ar = info[0], prev = info[1], size = info[2];
+    if (!ar || !size || size > ARENA_HEAP || size > hi - lo + ARENA_HEAP) return 0;
+    return prev ? prev % ARENA_HEAP == 0 : ar - lo == 0x20 || ar - lo == 0x30;
+}
+
+/* Swap in use: a page out of memory then reads as not resident, but is not zeros. */
+static int swap_in_use(void)
+{
+    char text[4096];
+    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 1;
+    ssize_t n = read(fd, text, sizeof text - 1);
+    close(fd);
+    if (n <= 0) return 1;
+    text[n] = '\0';
+    const char *v = strstr(text, "VmSwap:");
+    if (!v) return 0;
+    for (v += 7; *v == ' ' || *v == '\t'; v++)
+        ;
+    return *v != '0';
+}
+
+/* Where a stack mapping's live part starts: the stack pointer of the thread it belongs to, if
+ * that thread stopped (less the red zone); lo when no known thread's stack pointer is in it
+ * (a thread that did not stop: the whole mapping is a root). */
+static uintptr_t live_from(struct ctx *c, uintptr_t lo, uintptr_t hi)
+{
+    if (c->self_sp >= lo && c->self_sp < hi) return c->self_sp;
+    for (size_t i = 0; i < c->world->n; i++) {
+        const struct mt_world_thread *t = &c->world->t[i];
+        if (t->tid > 0 && t->stopped && t->sp >= lo && t->sp < hi)
+            return t->sp - RED_ZONE > lo ? t->sp - RED_ZONE : lo;
+    }
+    return lo;
+}
+
+static int named(const char *p, size_t len, const char *name)
+{
+    return strlen(name) == len && memcmp(p, name, len) == 0;
+}
+
+static void scan_roots(struct ctx *c, uintptr_t own_lo, uintptr_t own_hi)
+{
+    for (const char *p = c->maps, *end = c->maps + c->maps_len; p < end;) {
+        const char *line = p;
+        while (p < end && *p != '\n')
+            p++;
+        const char *eol = p++;
+        const char *q = line;
+        uintptr_t lo = hex(&q);
+        q++;
+        uintptr_t hi = hex(&q);
+        q++;
+        if (q + 4 > eol || q[0] != 'r' || q[1] != 'w') continue;
+        /* the path, after five fields */
+        for (int field = 0; field < 4 && q < eol; field++) {
+            while (q < eol && *q != ' ')
+                q++;
+            while (q < eol && *q == ' ')
+                q++;
+        }
+        size_t plen = (size_t)(eol - q);
+        /* the exiting thread's own stack is dead; devices are not memory to read */
+        if (named(q, plen, "[heap]") || named(q, plen, "[vvar]") || named(q, plen, "[vdso]") ||
+            named(q, plen, "[vsyscall]") || (own_hi && lo < own_hi && hi > own_lo) ||
+            (plen > 5 && memcmp(q, "/dev/", 5) == 0 && !named(q, plen, "/dev/zero (deleted)") &&
+             memcmp(q, "/dev/shm/", plen < 9 ? plen : 9) != 0) ||
+            (plen == 0 && arena_heap(c, lo, hi)))
+            continue;
+        scan_minus_own(c, live_from(c, lo, hi), hi);
+    }
+}
+
+static void mark_from_roots(struct ctx *c, uintptr_t own_lo, uintptr_t own_hi)
+{
+    c->from = c->from2 = UNSEEN;
+    c->target = MT_REACH_REACHABLE;
+    c->push = 1;
+    scan_roots(c, own_lo, own_hi);
+    for (size_t i = 0; i < c->world->n; i++) {
+        const struct mt_world_thread *t = &c->world->t[i];
+        if (t->tid > 0 && t->stopped) scan_words(c, t->regs, sizeof t->regs);
+    }
+    drain(c);
+}
+
+/* Reads block i (not queued) with the context's current rule. */
+static void read_block(struct ctx *c, size_t i)
+{
+    c->work[c->nwork++] = i;
+    drain(c);
+}
+
+/* Lost blocks: direct when no other lost block points to them, indirect otherwise; cycles of
+ * lost blocks that nothing else points to get their lowest block called direct. */
+static void classify_lost(struct ctx *c)
+{
+    const struct mt_snapshot *s = c->s;
+    for (size_t i = 0; i < s->heap; i++)
+        if (c->st[i] == UNSEEN) c->st[i] = LOST;
+    c->from = LOST;
+    c->from2 = POINTED;
+    c->target = POINTED;
+    c->push = 0;
+    for (size_t i = 0; i < s->heap; i++)
+        if (c->st[i] == LOST || c->st[i] == POINTED) read_block(c, i);
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < s->heap; i++) {
+            if (c->st[i] != (pass == 0 ? LOST : POINTED)) continue;
+            c->st[i] = MT_REACH_DIRECT;
+            c->from = c->from2 = POINTED;
+            c->target = MT_REACH_INDIRECT;
+            c->push = 1;
+            read_block(c, i);
+        }
+}
+
+static void own_stack(uintptr_t sp, uintptr_t *lo, uintptr_t *hi, struct ctx *c)
+{
+    *lo = *hi = 0;
+    for (const char *p = c->maps, *end = c->maps + c->maps_len; p < end;) {
+        const char *q = p;
+        uintptr_t a = hex(&q);
+        q++;
+        uintptr_t b = hex(&q);
+        if (sp >= a && sp < b) {
+            *lo = a;
+            *hi = b;
+            return;
+        }
+        while (p < end && *p != '\n')
+            p++;
+        p++;
+    }
+}
+
+int mt_reach_run(struct mt_reach *r, int at_exit)
+{
+    *r = (struct mt_reach){0};
+    mt_guard_hold();
+    /* Callee-saved registers of this thread's callers, spilled where the stack scan sees them. */
+    ucontext_t here;
+    getcontext(&here);
+    struct mt_world world;
+    int rc = -1, e = ENOMEM;
+    if (mt_world_stop(&world) != 0) {
+        e = errno;
+        mt_guard_release();
+        errno = e;
+        return -1;
+    }
+    struct ctx c = {.r = r, .s = &r->snap, .pid = getpid(), .world = &world,
+                    .self = MT_SNAPSHOT_NONE};
+    if (mt_snapshot_take(&r->snap) != 0) goto out;
+    size_t n = r->snap.n ? r->snap.n : 1;
+    r->map_len = n + n * sizeof(size_t) + BUF + 64;
+    if (!(r->map = mt_mem_map(r->map_len))) goto out;
+    c.buf = r->map;
+    c.work = (size_t *)((char *)r->map + BUF);
+    r->state = (uint8_t *)(c.work + n);
+    c.st = r->state;
+    for (size_t i = r->snap.heap; i < r->snap.n; i++)
+        r->state[i] = MT_REACH_TRACKED;
+    c.mincore = !swap_in_use();
+    if (read_maps(&c) != 0) goto out;
+    uintptr_t own_lo = 0, own_hi = 0;
+    if (at_exit)
+        own_stack((uintptr_t)__builtin_frame_address(0), &own_lo, &own_hi, &c);
+    else
+        c.self_sp = (uintptr_t)__builtin_frame_address(0);
+    mark_from_roots(&c, own_lo, own_hi);
+    if (!at_exit) scan_words(&c, here.uc_mcontext.gregs, sizeof here.uc_mcontext.gregs);
+    drain(&c);
+    classify_lost(&c);
+    rc = 0;
+out:
+    if (rc != 0) e = errno ? errno : ENOMEM;
+    r->threads = world.stopped + world.running;
+    r->stopped = world.stopped;
+    r->pause_ns = mt_world_resume(&world);
+    if (c.maps) mt_mem_unmap(c.maps, c.maps_cap);
+    if (rc != 0) mt_reach_drop(r);
+    mt_guard_release();
+    if (rc != 0) errno = e;
+    return rc;
+}
+
+void mt_reach_drop(struct mt_reach *r)
+{
+    mt_snapshot_drop(&r->snap);
+    if (r->map) mt_mem_unmap(r->map, r->map_len);
+    r->map = NULL;
+    r->state = NULL;
+}

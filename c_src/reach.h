@@ -1,0 +1,66 @@
+/* reach.h: which live blocks the program can still reach, and which it has lost.
+ *
+ * A conservative mark, as LeakSanitizer and the Boehm collector make it. The other threads are
+ * stopped (world.h) and the table is copied (snapshot.h). The roots are every readable and
+ * writable mapping of the process except glibc's own heaps (the main arena's [heap] and the
+ * 64 MiB heaps of its thread arenas) and mtrace's own memory (mem.h): the data and bss of every
+ * object, anonymous mappings (the BEAM's carriers and process heaps, malloc's mmapped chunks of
+ * blocks mtrace has no record of), thread stacks from each stopped thread's stack pointer up
+ * (less the 128-byte red zone), and the stopped threads' registers. Every aligned word that
+ * points into a recorded block, at its start or inside it, marks that block, whose words are
+ * then read in turn. Recorded blocks are never roots: a block is read only once it is marked.
+ *
+ * What is not marked is lost: directly when no other lost block points to it, indirectly when
+ * one does (a lost list's head is direct, its other nodes indirect). Lost blocks that only point
+ * at each other in a cycle have one of them, the lowest, called direct.
+ *
+ * Memory is read with process_vm_readv, so that a mapping that goes away while it is read (a
+ * thread that did not stop) costs its bytes, never a crash; where the system call is refused
+ * (a seccomp profile), memory is read directly, the other threads being stopped. Pages that are
+ * not resident are skipped unless the process has swap in use (a page never touched reads as
+ * zeros, and reading it would make it resident).
+ *
+ * Contract
+ * - mt_reach_run() holds the recorder's guard and calls no malloc; it may be called from any
+ *   thread that is not a hook or a signal handler, and once at a time (world.h serializes).
+ *   at_exit: the calling thread is exiting, so its stack and registers are not roots (whatever
+ *   its frames held died with main or with the call to exit).
+ * - Returns 0 and fills *r (r->state[i] is the verdict on r->snap.rec[i] for each heap block,
+ *   MT_REACH_TRACKED for tracked resources), or -1 with errno (ENOMEM). mt_reach_drop() releases
+ *   it.
+ * - Blocks that were never recorded cannot be known: those allocated before mtrace started, by
+ *   a thread inside mtrace (`untraced`), or dropped for want of room. Heap memory outside
+ *   records is not read, so pointers held only there are not seen; callers refuse to call
+ *   blocks lost when records are missing (dropped, sampling, reset).
+ */
+#ifndef MTRACE_REACH_H
+#define MTRACE_REACH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "snapshot.h"
+
+enum mt_reach_state {
+    MT_REACH_REACHABLE = 1,
+    MT_REACH_DIRECT,
+    MT_REACH_INDIRECT,
+    MT_REACH_TRACKED, /* mtrace_track'ed resources: not memory, never marked */
+};
+
+struct mt_reach {
+    struct mt_snapshot snap;
+    uint8_t *state;            /* by snapshot record */
+    size_t threads, stopped;   /* other threads, and those that stopped */
+    uint64_t pause_ns;         /* how long the other threads were stopped */
+    uint64_t root_bytes;       /* bytes of roots read */
+    uint64_t block_bytes;      /* bytes of marked blocks read */
+    uint64_t unreadable_bytes; /* bytes that could not be read */
+    void *map;
+    size_t map_len;
+};
+
+int mt_reach_run(struct mt_reach *r, int at_exit);
+void mt_reach_drop(struct mt_reach *r);
+
+#endif

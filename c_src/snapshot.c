@@ -1,0 +1,156 @@
+/* snapshot.c: the table copied out, sorted and indexed (see snapshot.h).
+ *
+ * Sorting is a radix sort on the address, eight bits a pass, skipping the passes whose digit is
+ * the same in every record (the top bits, mostly): qsort may call malloc, which a stopped thread
+ * may hold the lock of. The index is an open-addressed table of 1 MiB regions, each with the
+ * span of sorted records that touch it; a block that crosses regions is in each of their spans,
+ * which stay contiguous because the records are sorted. */
+#define _GNU_SOURCE
+#include "snapshot.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "account.h"
+#include "mem.h"
+#include "recorder.h"
+
+#define REGION_SHIFT 20
+
+struct mt_snapshot_region {
+    uintptr_t key; /* region + 1; 0 while free */
+    size_t first, last;
+};
+
+struct fill {
+    struct mt_record *to;
+    size_t n, cap;
+};
+
+static void copy_record(const struct mt_record *r, void *arg)
+{
+    struct fill *f = arg;
+    if (f->n < f->cap) f->to[f->n] = *r;
+    f->n++;
+}
+
+static void radix_sort(struct mt_record *v, struct mt_record *tmp, size_t n)
+{
+    struct mt_record *from = v, *to = tmp;
+    for (int shift = 0; n > 1 && shift < 64; shift += 8) {
+        size_t count[256] = {0};
+        for (size_t i = 0; i < n; i++)
+            count[from[i].addr >> shift & 0xFF]++;
+        if (count[from[0].addr >> shift & 0xFF] == n) continue;
+        for (size_t d = 0, at = 0; d < 256; d++) {
+            size_t c = count[d];
+            count[d] = at;
+            at += c;
+        }
+        for (size_t i = 0; i < n; i++)
+            to[count[from[i].addr >> shift & 0xFF]++] = from[i];
+        struct mt_record *t = from;
+        from = to;
+        to = t;
+    }
+    if (from != v) memcpy(v, from, n * sizeof *v);
+}
+
+static struct mt_snapshot_region *slot_of(const struct mt_snapshot *s, uintptr_t region)
+{
+    size_t i = (size_t)((region * 0x9E3779B97F4A7C15ull) >> 20) & s->index_mask;
+    for (;;) {
+        struct mt_snapshot_region *e = &s->index[i];
+        if (e->key == region + 1 || e->key == 0) return e;
+        i = (i + 1) & s->index_mask;
+    }
+}
+
+static uintptr_t last_byte(const struct mt_record *r)
+{
+    return r->addr + (r->size ? r->size - 1 : 0);
+}
+
+static int build_index(struct mt_snapshot *s)
+{
+    size_t regions = 0;
+    uintptr_t prev = UINTPTR_MAX;
+    for (size_t i = 0; i < s->heap; i++) {
+        uintptr_t lo = s->rec[i].addr >> REGION_SHIFT, hi = last_byte(&s->rec[i]) >> REGION_SHIFT;
+        regions += hi - lo + (lo != prev);
+        prev = hi;
+    }
+    size_t slots = 64;
+    while (slots < 2 * regions)
+        slots *= 2;
+    s->index_len = slots * sizeof *s->index;
+    if (!(s->index_map = mt_mem_map(s->index_len))) return -1;
+    s->index = s->index_map;
+    s->index_mask = slots - 1;
+    for (size_t i = 0; i < s->heap; i++) {
+        uintptr_t lo = s->rec[i].addr >> REGION_SHIFT, hi = last_byte(&s->rec[i]) >> REGION_SHIFT;
+        for (uintptr_t r = lo; r <= hi; r++) {
+            struct mt_snapshot_region *e = slot_of(s, r);
+            if (!e->key) *e = (struct mt_snapshot_region){r + 1, i, i};
+            e->last = i + 1;
+        }
+    }
+    return 0;
+}
+
+int mt_snapshot_take(struct mt_snapshot *s)
+{
+    *s = (struct mt_snapshot){0};
+    mt_guard_hold();
+    /* The table may grow while it is copied: a copy that overflowed is taken again, larger. */
+    for (size_t cap = mt_table_count() + mt_table_count() / 4 + 1024;; cap *= 2) {
+        s->map_len = 2 * cap * sizeof *s->rec;
+        if (!(s->map = mt_mem_map(s->map_len))) break;
+        struct fill f = {s->map, 0, cap};
+        s->now_ns = mt_now_ns(CLOCK_MONOTONIC_COARSE);
+        mt_table_each(copy_record, &f);
+        if (f.n <= cap) {
+            s->rec = s->map;
+            s->n = f.n;
+            radix_sort(s->rec, s->rec + cap, s->n);
+            s->heap = s->n;
+            while (s->heap > 0 && (s->rec[s->heap - 1].addr & MT_TRACK_BIT))
+                s->heap--;
+            if (build_index(s) == 0) {
+                mt_guard_release();
+                return 0;
+            }
+            break;
+        }
+        mt_mem_unmap(s->map, s->map_len);
+    }
+    mt_snapshot_drop(s);
+    mt_guard_release();
+    errno = ENOMEM;
+    return -1;
+}
+
+void mt_snapshot_drop(struct mt_snapshot *s)
+{
+    if (s->map) mt_mem_unmap(s->map, s->map_len);
+    if (s->index_map) mt_mem_unmap(s->index_map, s->index_len);
+    *s = (struct mt_snapshot){0};
+}
+
+size_t mt_snapshot_find(const struct mt_snapshot *s, uintptr_t a)
+{
+    if (!s->index) return MT_SNAPSHOT_NONE;
+    const struct mt_snapshot_region *e = slot_of(s, a >> REGION_SHIFT);
+    if (!e->key) return MT_SNAPSHOT_NONE;
+    size_t lo = e->first, hi = e->last;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->rec[mid].addr <= a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == e->first) return MT_SNAPSHOT_NONE;
+    const struct mt_record *r = &s->rec[lo - 1];
+    return a <= last_byte(r) ? lo - 1 : MT_SNAPSHOT_NONE;
+}

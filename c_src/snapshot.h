@@ -1,0 +1,52 @@
+/* snapshot.h: the live records, copied out of the table once, sorted by address.
+ *
+ * The one reader of the table for everything that is not a hook: olds/2, leaks/1, reports and
+ * the CSV export each take a snapshot and work on the copy, so that no table slot is held while
+ * they sort, symbolize or write, and all of them see records the same way.
+ *
+ * Contract
+ * - mt_snapshot_take() copies every record the table holds (each consistent: table.h), sorts
+ *   them by address (tracked resources, whose keys carry MT_TRACK_BIT, come last) and indexes
+ *   the heap blocks by 1 MiB region, so that mt_snapshot_find() answers "which block holds this
+ *   address" in a hash probe and a short binary search.
+ * - It neither calls malloc nor takes a lock: its memory comes from mem.h (so that a
+ *   reachability scan never takes it for a root), which lets it run while the other threads are
+ *   stopped (world.h). Returns 0, or -1 with errno ENOMEM.
+ * - A snapshot is owned by one thread; mt_snapshot_drop() releases it.
+ */
+#ifndef MTRACE_SNAPSHOT_H
+#define MTRACE_SNAPSHOT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "table.h"
+
+#define MT_SNAPSHOT_NONE ((size_t)-1)
+
+struct mt_snapshot {
+    struct mt_record *rec; /* n records, by address */
+    size_t n;
+    size_t heap;     /* rec[0 .. heap) are heap blocks; the rest tracked resources */
+    uint64_t now_ns; /* CLOCK_MONOTONIC_COARSE when taken, the clock of the records' times */
+    /* the index (1 MiB region -> the records that touch it) and the memory behind it all */
+    struct mt_snapshot_region *index;
+    size_t index_mask;
+    void *map, *index_map;
+    size_t map_len, index_len;
+};
+
+int mt_snapshot_take(struct mt_snapshot *s);
+void mt_snapshot_drop(struct mt_snapshot *s);
+
+/* The heap block whose bytes hold address a (interior addresses too; a block of size 0 holds
+ * its own address), or MT_SNAPSHOT_NONE. */
+size_t mt_snapshot_find(const struct mt_snapshot *s, uintptr_t a);
+
+/* The record's age when the snapshot was taken, in nanoseconds. */
+static inline uint64_t mt_snapshot_age(const struct mt_snapshot *s, const struct mt_record *r)
+{
+    return s->now_ns > r->time_ns ? s->now_ns - r->time_ns : 0;
+}
+
+#endif

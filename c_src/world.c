@@ -1,0 +1,210 @@
+/* world.c: stopping the other threads (see world.h).
+ *
+ * The stopping thread sets `state` to STOPPING, lists /proc/self/task with getdents64 (opendir
+ * would call malloc) and sends each thread the signal with tgkill. A thread's handler finds its
+ * entry by tid, saves its registers from the signal's ucontext, says it stopped, and sleeps on
+ * the futex `state` until it leaves STOPPING; `inside` counts the handlers that have not
+ * returned yet, so that a stop never begins while a thread still sits in the previous one's
+ * handler (its signal would be blocked there, and it would look unresponsive). */
+#define _GNU_SOURCE
+#include "world.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "mem.h"
+#include "recorder.h"
+
+#define MAX_THREADS 8192
+
+enum { IDLE, STOPPING };
+
+static pthread_mutex_t one_stop = PTHREAD_MUTEX_INITIALIZER;
+static struct mt_world_thread *threads; /* mapped once and kept: a late handler may read it */
+static size_t listed;                   /* entries of threads in use by the stop under way */
+static int stop_signal;                 /* chosen at the first stop; 0 when none was free */
+static int state = IDLE;
+static int inside;
+
+static const int saved[MT_WORLD_REGS] = {
+    REG_RAX, REG_RBX, REG_RCX, REG_RDX, REG_RSI, REG_RDI, REG_RBP, REG_RSP, REG_R8,
+    REG_R9,  REG_R10, REG_R11, REG_R12, REG_R13, REG_R14, REG_R15, REG_RIP, REG_EFL,
+};
+
+static pid_t gettid_(void)
+{
+    return (pid_t)syscall(SYS_gettid);
+}
+
+static void on_stop(int sig, siginfo_t *si, void *ctx)
+{
+    (void)sig;
+    int e = errno;
+    __atomic_fetch_add(&inside, 1, __ATOMIC_ACQ_REL);
+    if (si->si_code == SI_TKILL && si->si_pid == getpid() &&
+        __atomic_load_n(&state, __ATOMIC_ACQUIRE) == STOPPING) {
+        pid_t me = gettid_();
+        size_t n = __atomic_load_n(&listed, __ATOMIC_ACQUIRE);
+        for (size_t i = 0; i < n; i++) {
+            struct mt_world_thread *t = &threads[i];
+            if (t->tid != me || __atomic_load_n(&t->stopped, __ATOMIC_ACQUIRE)) continue;
+            const greg_t *g = ((ucontext_t *)ctx)->uc_mcontext.gregs;
+            for (int r = 0; r < MT_WORLD_REGS; r++)
+                t->regs[r] = (uintptr_t)g[saved[r]];
+            t->sp = (uintptr_t)g[REG_RSP];
+            __atomic_store_n(&t->stopped, 1, __ATOMIC_RELEASE);
+            while (__atomic_load_n(&state, __ATOMIC_ACQUIRE) == STOPPING)
+                syscall(SYS_futex, &state, FUTEX_WAIT_PRIVATE, STOPPING, NULL, NULL, 0);
+            break;
+        }
+    }
+    __atomic_fetch_sub(&inside, 1, __ATOMIC_RELEASE);
+    errno = e;
+}
+
+/* The highest real-time signal nobody handles: the program's own signals stay its own. */
+static int choose_signal(void)
+{
+    for (int sig = SIGRTMAX; sig >= SIGRTMIN; sig--) {
+        struct sigaction old;
+        if (sigaction(sig, NULL, &old) != 0 || (old.sa_flags & SA_SIGINFO) ||
+            old.sa_handler != SIG_DFL)
+            continue;
+        struct sigaction sa = {.sa_sigaction = on_stop, .sa_flags = SA_SIGINFO | SA_RESTART};
+        sigemptyset(&sa.sa_mask);
+        if (sigaction(sig, &sa, NULL) == 0) return sig;
+    }
+    return 0;
+}
+
+static uint64_t now_ns(void)
+{
+    return mt_now_ns(CLOCK_MONOTONIC);
+}
+
+struct dirent64_ {
+    uint64_t ino;
+    int64_t off;
+    unsigned short reclen;
+    unsigned char type;
+    char name[];
+};
+
+/* Adds the threads not listed yet, but self; returns how many, or -1 with errno. */
+static long list_new(struct mt_world *w, pid_t self)
+{
+    int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    long added = 0;
+    char buf[4096] __attribute__((aligned(8)));
+    long got;
+    while ((got = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0) {
+        for (long at = 0; at < got;) {
+            struct dirent64_ *d = (struct dirent64_ *)(buf + at);
+            at += d->reclen;
+            pid_t tid = 0;
+            for (const char *c = d->name; *c >= '0' && *c <= '9'; c++)
+                tid = tid * 10 + (*c - '0');
+            if (tid <= 0 || tid == self) continue;
+            size_t i = 0;
+            while (i < w->n && threads[i].tid != tid)
+                i++;
+            if (i < w->n || w->n == MAX_THREADS) continue;
+            threads[w->n] = (struct mt_world_thread){.tid = tid};
+            __atomic_store_n(&listed, ++w->n, __ATOMIC_RELEASE);
+            added++;
+        }
+    }
+    int e = errno;
+    close(fd);
+    if (got < 0) {
+        errno = e;
+        return -1;
+    }
+    return added;
+}
+
+static void wait_for(struct mt_world *w, size_t from, uint64_t deadline, pid_t pid)
+{
+    for (;;) {
+        int waiting = 0;
+        for (size_t i = from; i < w->n; i++) {
+            struct mt_world_thread *t = &threads[i];
+            if (t->tid <= 0 || __atomic_load_n(&t->stopped, __ATOMIC_ACQUIRE)) continue;
+            if (syscall(SYS_tgkill, pid, t->tid, 0) != 0 && errno == ESRCH)
+                t->tid = -t->tid; /* gone */
+            else
+                waiting = 1;
+        }
+        if (!waiting || now_ns() >= deadline) return;
+        struct timespec pause = {0, 50000};
+        nanosleep(&pause, NULL);
+    }
+}
+
+int mt_world_stop(struct mt_world *w)
+{
+    pthread_mutex_lock(&one_stop);
+    int e = errno;
+    *w = (struct mt_world){.stop_ns = now_ns()};
+    if (!threads && !(threads = mt_mem_map(MAX_THREADS * sizeof *threads))) {
+        pthread_mutex_unlock(&one_stop);
+        errno = ENOMEM;
+        return -1;
+    }
+    while (__atomic_load_n(&inside, __ATOMIC_ACQUIRE) > 0)
+        sched_yield();
+    if (!stop_signal) stop_signal = choose_signal();
+    w->signal = stop_signal;
+    w->t = threads;
+    __atomic_store_n(&listed, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&state, STOPPING, __ATOMIC_SEQ_CST);
+    pid_t self = gettid_(), pid = getpid();
+    uint64_t deadline = w->stop_ns + (uint64_t)MT_WORLD_WAIT_MS * 1000000u;
+    long added;
+    /* Until a listing finds no thread that was not there before: a thread not yet stopped may
+     * have started another. */
+    while ((added = list_new(w, self)) > 0) {
+        size_t from = w->n - (size_t)added;
+        for (size_t i = from; i < w->n && stop_signal; i++)
+            if (syscall(SYS_tgkill, pid, threads[i].tid, stop_signal) != 0 && errno == ESRCH)
+                threads[i].tid = -threads[i].tid;
+        if (stop_signal) wait_for(w, from, deadline, pid);
+    }
+    if (added < 0 && w->n == 0) {
+        e = errno;
+        __atomic_store_n(&state, IDLE, __ATOMIC_SEQ_CST);
+        pthread_mutex_unlock(&one_stop);
+        errno = e;
+        return -1;
+    }
+    for (size_t i = 0; i < w->n; i++) {
+        if (threads[i].tid <= 0) continue;
+        if (__atomic_load_n(&threads[i].stopped, __ATOMIC_ACQUIRE))
+            w->stopped++;
+        else
+            w->running++;
+    }
+    errno = e;
+    return 0;
+}
+
+uint64_t mt_world_resume(struct mt_world *w)
+{
+    __atomic_store_n(&state, IDLE, __ATOMIC_SEQ_CST);
+    syscall(SYS_futex, &state, FUTEX_WAKE_PRIVATE, 0x7fffffff, NULL, NULL, 0);
+    uint64_t pause = now_ns() - w->stop_ns;
+    __atomic_store_n(&listed, 0, __ATOMIC_RELEASE);
+    *w = (struct mt_world){0};
+    pthread_mutex_unlock(&one_stop);
+    return pause;
+}
