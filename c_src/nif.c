@@ -18,14 +18,20 @@
 
 #include "account.h"
 #include "config.h"
+#include "reach.h"
 #include "recorder.h"
+#include "snapshot.h"
 #include "stack.h"
 #include "symbols.h"
 #include "table.h"
 
 #pragma weak enif_alloc
 #pragma weak enif_free
+#pragma weak enif_get_list_cell
+#pragma weak enif_get_list_length
 #pragma weak enif_get_ulong
+#pragma weak enif_inspect_binary
+#pragma weak enif_is_empty_list
 #pragma weak enif_is_identical
 #pragma weak enif_make_atom
 #pragma weak enif_make_badarg
@@ -35,8 +41,14 @@
 #pragma weak enif_make_new_binary
 #pragma weak enif_make_tuple_from_array
 #pragma weak enif_make_ulong
+#pragma weak enif_raise_exception
 
-static ERL_NIF_TERM atom_true, atom_false, atom_nil, atom_not_preloaded;
+static ERL_NIF_TERM atom_true, atom_false, atom_nil, atom_not_preloaded, atom_error, atom_sampling,
+    atom_dropped, atom_reset, atom_enomem;
+
+/* When reset/0 last emptied the table (CLOCK_MONOTONIC_COARSE), 0 if never: the blocks live
+ * then have no record, so nothing can be called lost. */
+static uint64_t reset_ns;
 
 static ERL_NIF_TERM make_string(ErlNifEnv *env, const char *s)
 {
@@ -72,9 +84,8 @@ static void sift_down(struct mt_record *r, size_t n, size_t i)
     }
 }
 
-static void keep_oldest(const struct mt_record *rec, void *arg)
+static void keep_oldest(struct oldest *o, const struct mt_record *rec)
 {
-    struct oldest *o = arg;
     if (o->n < o->cap) {
         size_t i = o->n++;
         o->r[i] = *rec;
@@ -88,6 +99,60 @@ static void keep_oldest(const struct mt_record *rec, void *arg)
         o->r[0] = *rec;
         sift_down(o->r, o->n, 0);
     }
+}
+
+/* Which records a reader wants: old enough, and with a stack through a library whose path
+ * contains `library` (when not NULL). The answer per stack is kept in memo (0: not known yet). */
+struct filter {
+    uint64_t min_age_ns;
+    char library[4096];
+    int has_library;
+    int8_t *memo;
+    size_t ids;
+};
+
+static int through_library(struct filter *f, uint32_t id)
+{
+    if (id >= f->ids) return 0;
+    if (!f->memo[id]) {
+        const uintptr_t *ips;
+        int n = mt_stack_get(id, &ips), found = 0;
+        for (int i = 0; i < n && !found; i++) {
+            struct mt_symbol sym;
+            found = mt_symbolize(ips[i], 0, &sym) == 0 && strstr(sym.path, f->library);
+        }
+        f->memo[id] = found ? 1 : -1;
+    }
+    return f->memo[id] > 0;
+}
+
+static int wanted(struct filter *f, const struct mt_snapshot *s, const struct mt_record *r)
+{
+    return mt_snapshot_age(s, r) >= f->min_age_ns &&
+           (!f->has_library || through_library(f, r->stack));
+}
+
+/* Reads the options common to the readers: a minimum age in ns and a library or nil. With a
+ * library, memo is allocated (enif_alloc) and must be freed by the caller. Returns 0 or badarg. */
+static int get_filter(ErlNifEnv *env, ERL_NIF_TERM age, ERL_NIF_TERM library, struct filter *f)
+{
+    ErlNifUInt64 ns;
+    ErlNifBinary bin;
+    f->memo = NULL;
+    if (!enif_get_uint64(env, age, &ns)) return -1;
+    f->min_age_ns = ns;
+    f->has_library = !enif_is_identical(library, atom_nil);
+    if (!f->has_library) return 0;
+    if (!enif_inspect_binary(env, library, &bin) || bin.size >= sizeof f->library ||
+        memchr(bin.data, 0, bin.size))
+        return -1;
+    memcpy(f->library, bin.data, bin.size);
+    f->library[bin.size] = '\0';
+    f->ids = mt_stack_count() + 1;
+    f->memo = enif_alloc(f->ids);
+    if (!f->memo) return -1;
+    memset(f->memo, 0, f->ids);
+    return 0;
 }
 
 static ERL_NIF_TERM make_stack(ErlNifEnv *env, uint32_t id, int demangle)
@@ -108,21 +173,34 @@ static ERL_NIF_TERM make_stack(ErlNifEnv *env, uint32_t id, int demangle)
     return enif_make_list_from_array(env, frames, (unsigned)n);
 }
 
+/* olds(n, demangle, min_age_ns, library | nil) */
 static ERL_NIF_TERM olds(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     ErlNifUInt64 want;
+    struct filter f;
     (void)argc;
     if (!enif_get_uint64(env, argv[0], &want) ||
-        !(enif_is_identical(argv[1], atom_true) || enif_is_identical(argv[1], atom_false)))
+        !(enif_is_identical(argv[1], atom_true) || enif_is_identical(argv[1], atom_false)) ||
+        get_filter(env, argv[2], argv[3], &f) != 0)
         return enif_make_badarg(env);
-    if (!mt_active()) return atom_not_preloaded;
+    if (!mt_active()) {
+        enif_free(f.memo);
+        return atom_not_preloaded;
+    }
     int demangle = enif_is_identical(argv[1], atom_true);
 
     mt_guard_hold();
-    struct oldest o = {NULL, 0, want < mt_table_slots() ? (size_t)want : mt_table_slots()};
+    struct mt_snapshot snap;
+    if (mt_snapshot_take(&snap) != 0) {
+        enif_free(f.memo);
+        mt_guard_release();
+        return enif_raise_exception(env, atom_enomem);
+    }
+    struct oldest o = {NULL, 0, want < snap.n ? (size_t)want : snap.n};
     o.r = o.cap ? enif_alloc(o.cap * sizeof *o.r) : NULL;
     if (o.cap && !o.r) o.cap = 0;
-    mt_table_each(keep_oldest, &o);
+    for (size_t i = 0; i < snap.n; i++)
+        if (wanted(&f, &snap, &snap.rec[i])) keep_oldest(&o, &snap.rec[i]);
     /* Heap sort in place: each step moves the youngest left to the end, so the array ends oldest
      * first. */
     for (size_t n = o.n; n > 1; n--) {
@@ -132,16 +210,14 @@ static ERL_NIF_TERM olds(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         sift_down(o.r, n - 1, 0);
     }
 
-    uint64_t now = mt_now_ns(CLOCK_MONOTONIC_COARSE);
     ERL_NIF_TERM *items = enif_alloc((o.n ? o.n : 1) * sizeof *items);
     for (size_t i = 0; i < o.n; i++) {
         const struct mt_record *r = &o.r[i];
         uint64_t t0 = mt_now_ns(CLOCK_MONOTONIC);
         ERL_NIF_TERM stack = make_stack(env, r->stack, demangle);
         uint64_t spent = mt_now_ns(CLOCK_MONOTONIC) - t0;
-        uint64_t age = now > r->time_ns ? now - r->time_ns : 0;
         ERL_NIF_TERM tuple[5] = {
-            enif_make_double(env, (double)age / 1e9),
+            enif_make_double(env, (double)mt_snapshot_age(&snap, r) / 1e9),
             enif_make_uint64(env, r->size),
             enif_make_uint64(env, r->addr),
             enif_make_uint64(env, spent),
@@ -152,8 +228,131 @@ static ERL_NIF_TERM olds(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     ERL_NIF_TERM list = enif_make_list_from_array(env, items, (unsigned)o.n);
     enif_free(items);
     enif_free(o.r);
+    enif_free(f.memo);
+    mt_snapshot_drop(&snap);
     mt_guard_release();
     return list;
+}
+
+/* Why no block can be called lost now, or 0: every live block must have a record. */
+static ERL_NIF_TERM incomplete(ErlNifEnv *env)
+{
+    struct mt_stats st;
+    mt_stats_read(&st);
+    if (mt_config.sample) return atom_sampling;
+    if (st.dropped) {
+        ERL_NIF_TERM pair[2] = {atom_dropped, enif_make_uint64(env, st.dropped)};
+        return enif_make_tuple_from_array(env, pair, 2);
+    }
+    return reset_ns ? atom_reset : 0;
+}
+
+/* leaks(min_age_ns) -> {[{address, size, age_ns, stack_id, direct}], info} */
+static ERL_NIF_TERM leaks(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    ErlNifUInt64 min_age;
+    (void)argc;
+    if (!enif_get_uint64(env, argv[0], &min_age)) return enif_make_badarg(env);
+    if (!mt_active()) return atom_not_preloaded;
+    ERL_NIF_TERM why = incomplete(env);
+    if (why) {
+        ERL_NIF_TERM pair[2] = {atom_error, why};
+        return enif_make_tuple_from_array(env, pair, 2);
+    }
+    mt_guard_hold();
+    struct mt_reach r;
+    if (mt_reach_run(&r, 0) != 0) {
+        mt_guard_release();
+        return enif_raise_exception(env, atom_enomem);
+    }
+    size_t lost = 0;
+    uint64_t kept_bytes = 0, kept_blocks = 0;
+    for (size_t i = 0; i < r.snap.heap; i++) {
+        int state = r.state[i];
+        if (state == MT_REACH_REACHABLE) {
+            kept_bytes += r.snap.rec[i].size;
+            kept_blocks++;
+        } else if (mt_snapshot_age(&r.snap, &r.snap.rec[i]) >= min_age) {
+            lost++;
+        }
+    }
+    ERL_NIF_TERM *items = enif_alloc((lost ? lost : 1) * sizeof *items);
+    size_t k = 0;
+    for (size_t i = 0; items && i < r.snap.heap; i++) {
+        const struct mt_record *b = &r.snap.rec[i];
+        if (r.state[i] == MT_REACH_REACHABLE || mt_snapshot_age(&r.snap, b) < min_age) continue;
+        ERL_NIF_TERM t[5] = {
+            enif_make_uint64(env, b->addr),
+            enif_make_uint64(env, b->size),
+            enif_make_uint64(env, mt_snapshot_age(&r.snap, b)),
+            enif_make_uint64(env, b->stack),
+            r.state[i] == MT_REACH_DIRECT ? atom_true : atom_false,
+        };
+        items[k++] = enif_make_tuple_from_array(env, t, 5);
+    }
+    ERL_NIF_TERM keys[] = {
+        enif_make_atom(env, "threads"),      enif_make_atom(env, "threads_stopped"),
+        enif_make_atom(env, "pause_ns"),     enif_make_atom(env, "root_bytes"),
+        enif_make_atom(env, "block_bytes"),  enif_make_atom(env, "unreadable_bytes"),
+        enif_make_atom(env, "reachable_bytes"), enif_make_atom(env, "reachable_blocks"),
+        enif_make_atom(env, "live_blocks"),
+    };
+    ERL_NIF_TERM vals[] = {
+        enif_make_uint64(env, r.threads),      enif_make_uint64(env, r.stopped),
+        enif_make_uint64(env, r.pause_ns),     enif_make_uint64(env, r.root_bytes),
+        enif_make_uint64(env, r.block_bytes),  enif_make_uint64(env, r.unreadable_bytes),
+        enif_make_uint64(env, kept_bytes),     enif_make_uint64(env, kept_blocks),
+        enif_make_uint64(env, r.snap.heap),
+    };
+    ERL_NIF_TERM info, pair[2];
+    enif_make_map_from_arrays(env, keys, vals, sizeof keys / sizeof keys[0], &info);
+    pair[0] = enif_make_list_from_array(env, items, (unsigned)k);
+    pair[1] = info;
+    enif_free(items);
+    mt_reach_drop(&r);
+    mt_guard_release();
+    return enif_make_tuple_from_array(env, pair, 2);
+}
+
+/* frames(stack_ids, demangle) -> one list per id of {address, path | nil, name | nil, offset} */
+static ERL_NIF_TERM frames(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    ERL_NIF_TERM list = argv[0], head, *out;
+    unsigned n = 0, len;
+    (void)argc;
+    if (!enif_get_list_length(env, list, &len) ||
+        !(enif_is_identical(argv[1], atom_true) || enif_is_identical(argv[1], atom_false)))
+        return enif_make_badarg(env);
+    int demangle = enif_is_identical(argv[1], atom_true);
+    mt_guard_hold();
+    if (!(out = enif_alloc((len ? len : 1) * sizeof *out))) {
+        mt_guard_release();
+        return enif_raise_exception(env, atom_enomem);
+    }
+    while (enif_get_list_cell(env, list, &head, &list)) {
+        ErlNifUInt64 id;
+        if (!enif_get_uint64(env, head, &id) || id > mt_stack_count()) break;
+        const uintptr_t *ips;
+        int depth = id ? mt_stack_get((uint32_t)id, &ips) : 0;
+        ERL_NIF_TERM f[MT_DEPTH_MAX];
+        for (int i = 0; i < depth; i++) {
+            struct mt_symbol sym;
+            int known = mt_symbolize(ips[i], demangle, &sym) == 0;
+            ERL_NIF_TERM t[4] = {
+                enif_make_uint64(env, ips[i]),
+                known ? make_string(env, sym.path) : atom_nil,
+                known && sym.name ? make_string(env, sym.name) : atom_nil,
+                known ? enif_make_uint64(env, ips[i] - sym.base) : atom_nil,
+            };
+            f[i] = enif_make_tuple_from_array(env, t, 4);
+        }
+        out[n++] = enif_make_list_from_array(env, f, (unsigned)depth);
+    }
+    ERL_NIF_TERM result = enif_is_empty_list(env, list) ? enif_make_list_from_array(env, out, n)
+                                                        : enif_make_badarg(env);
+    enif_free(out);
+    mt_guard_release();
+    return result;
 }
 
 #define STAT_KEYS (MT_KINDS + 23)
@@ -236,6 +435,7 @@ static ERL_NIF_TERM reset(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     (void)argc;
     (void)argv;
     if (!mt_active()) return atom_not_preloaded;
+    __atomic_store_n(&reset_ns, mt_now_ns(CLOCK_MONOTONIC_COARSE), __ATOMIC_RELAXED);
     return enif_make_uint64(env, mt_table_clear());
 }
 
@@ -247,6 +447,11 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
     atom_false = enif_make_atom(env, "false");
     atom_nil = enif_make_atom(env, "nil");
     atom_not_preloaded = enif_make_atom(env, "not_preloaded");
+    atom_error = enif_make_atom(env, "error");
+    atom_sampling = enif_make_atom(env, "sampling");
+    atom_dropped = enif_make_atom(env, "dropped");
+    atom_reset = enif_make_atom(env, "reset");
+    atom_enomem = enif_make_atom(env, "enomem");
     return 0;
 }
 
@@ -257,7 +462,9 @@ static int upgrade(ErlNifEnv *env, void **priv, void **old_priv, ERL_NIF_TERM in
 }
 
 static ErlNifFunc funcs[] = {
-    {"olds_nif", 2, olds, ERL_NIF_DIRTY_JOB_CPU_BOUND},
+    {"olds_nif", 4, olds, ERL_NIF_DIRTY_JOB_CPU_BOUND},
+    {"leaks_nif", 1, leaks, ERL_NIF_DIRTY_JOB_CPU_BOUND},
+    {"frames_nif", 2, frames, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"stats_nif", 0, stats, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"reset_nif", 0, reset, ERL_NIF_DIRTY_JOB_CPU_BOUND},
 };

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
@@ -344,7 +345,10 @@ static void mark_from_roots(struct ctx *c, uintptr_t own_lo, uintptr_t own_hi)
     scan_roots(c, own_lo, own_hi);
     for (size_t i = 0; i < c->world->n; i++) {
         const struct mt_world_thread *t = &c->world->t[i];
-        if (t->tid > 0 && t->stopped) scan_words(c, t->regs, sizeof t->regs);
+        if (t->tid > 0 && t->stopped) {
+            scan_words(c, t->regs, sizeof t->regs);
+            consider(c, t->altstack);
+        }
     }
     drain(c);
 }
@@ -435,6 +439,8 @@ int mt_reach_run(struct mt_reach *r, int at_exit)
         c.self_sp = (uintptr_t)__builtin_frame_address(0);
     mark_from_roots(&c, own_lo, own_hi);
     if (!at_exit) scan_words(&c, here.uc_mcontext.gregs, sizeof here.uc_mcontext.gregs);
+    stack_t alt;
+    if (sigaltstack(NULL, &alt) == 0 && !(alt.ss_flags & SS_DISABLE)) consider(&c, (uintptr_t)alt.ss_sp);
     drain(&c);
     classify_lost(&c);
     rc = 0;

@@ -6,7 +6,8 @@
  * 64 MiB heaps of its thread arenas) and mtrace's own memory (mem.h): the data and bss of every
  * object, anonymous mappings (the BEAM's carriers and process heaps, malloc's mmapped chunks of
  * blocks mtrace has no record of), thread stacks from each stopped thread's stack pointer up
- * (less the 128-byte red zone), and the stopped threads' registers. Every aligned word that
+ * (less the 128-byte red zone), the stopped threads' registers, and their alternate signal
+ * stacks (sigaltstack: only the kernel points to them). Every aligned word that
  * points into a recorded block, at its start or inside it, marks that block, whose words are
  * then read in turn. Recorded blocks are never roots: a block is read only once it is marked.
  *

@@ -249,6 +249,7 @@ int mt_symbolize(uintptr_t ip, int demangle, struct mt_symbol *out)
     unsigned long long gen = 0;
     struct module *m;
     out->path = out->name = NULL;
+    out->base = 0;
     pthread_mutex_lock(&cache_lock);
     dl_iterate_phdr(gen_cb, &gen);
     /* Without a change in the count, a walk could find nothing new: skip it. */
@@ -264,6 +265,7 @@ int mt_symbolize(uintptr_t ip, int demangle, struct mt_symbol *out)
         m = m->next;
     if (m) {
         out->path = m->path;
+        out->base = m->base;
         if (!m->loaded) {
             load_symbols(m);
             m->loaded = 1;

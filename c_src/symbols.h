@@ -25,6 +25,7 @@
 struct mt_symbol {
     const char *path; /* the module's file path; NULL when no loaded module holds the address */
     const char *name; /* function name (demangled if asked), NULL when none covers the address */
+    uintptr_t base;   /* the module's load bias: ip - base is the address in its ELF file */
 };
 
 /* Resolves a return address (or a hook's entry + 1): the lookup is done at ip - 1 so that a

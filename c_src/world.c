@@ -61,6 +61,10 @@ static void on_stop(int sig, siginfo_t *si, void *ctx)
             for (int r = 0; r < MT_WORLD_REGS; r++)
                 t->regs[r] = (uintptr_t)g[saved[r]];
             t->sp = (uintptr_t)g[REG_RSP];
+            stack_t alt;
+            t->altstack = sigaltstack(NULL, &alt) == 0 && !(alt.ss_flags & SS_DISABLE)
+                              ? (uintptr_t)alt.ss_sp
+                              : 0;
             __atomic_store_n(&t->stopped, 1, __ATOMIC_RELEASE);
             while (__atomic_load_n(&state, __ATOMIC_ACQUIRE) == STOPPING)
                 syscall(SYS_futex, &state, FUTEX_WAIT_PRIVATE, STOPPING, NULL, NULL, 0);

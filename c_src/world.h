@@ -4,7 +4,7 @@
  * place to another while the scan runs could be missed in both. So the other threads are stopped
  * as the Boehm collector stops them: each is sent a real-time signal (the highest one whose
  * disposition is the default, chosen once and kept), whose handler saves the thread's registers
- * and stack pointer and waits on a futex until resumed.
+ * stack pointer and alternate signal stack, and waits on a futex until resumed.
  *
  * Contract
  * - mt_world_stop() returns once every other thread has stopped, has exited, or has not answered
@@ -35,6 +35,7 @@ struct mt_world_thread {
     int stopped;    /* its handler ran and it waits */
     uintptr_t sp;   /* stack pointer where it was stopped, 0 when unknown */
     uintptr_t regs[MT_WORLD_REGS];
+    uintptr_t altstack; /* its sigaltstack, which only the kernel may point to; 0 when none */
 };
 
 struct mt_world {

@@ -1,6 +1,7 @@
 defmodule Mtrace do
   @moduledoc """
-  Finds native memory leaks in a running node: the oldest live `malloc` blocks and who made them.
+  Finds native memory leaks in a running node: the `malloc` blocks nothing points to any more,
+  and who made them.
 
   Leaks in NIFs, and in the C libraries NIFs call, are invisible to `:erlang.memory/0`,
   `:instrument` and `recon_alloc`, which only see the BEAM's own allocators. mtrace sees them:
@@ -9,20 +10,20 @@ defmodule Mtrace do
 
       $ LD_PRELOAD=$(pwd)/priv/mtrace.so iex -S mix
 
-      Mtrace.olds(3, true)
-      #=> [{12.5, 4096, 94318112, 5123,
-      #     [{"/app/priv/mtrace.so", "malloc"},
-      #      {"/app/priv/my_nif.so", "buffer_new"},
-      #      {"/app/priv/my_nif.so", "nif_open"}, ...]}, ...]
+      Mtrace.leaks()
+      #=> [%Mtrace.Site{bytes: 4096, blocks: 1, direct_blocks: 1, oldest_age: 12.5,
+      #      stack: [%Mtrace.Frame{function: "malloc", ...},
+      #              %Mtrace.Frame{function: "buffer_new", library: "/app/priv/my_nif.so"}, ...]}]
 
-  A record that lives on for minutes, with a stack in your NIF, is the leak.
+  `leaks/1` marks what the program can still reach, as LeakSanitizer and valgrind do, and lists
+  the rest by call site. `olds/2` lists the oldest live blocks, reachable or not.
 
   In a release, copy the `case` block of mtrace's `rel/env.sh.eex` into your own
   `rel/env.sh.eex`; see the README for the environment variables (`MTRACE_SLOTS`, `MTRACE_DEPTH`,
   ...).
   """
 
-  alias Mtrace.Nif
+  alias Mtrace.{Frame, Nif, Options, Site}
 
   @typedoc "A frame: the library's path and the function's name (`nil` when it has none)."
   @type frame :: {library :: String.t(), symbol :: String.t() | nil} | nil
@@ -47,6 +48,10 @@ defmodule Mtrace do
   The second argument is `demangle` (default `false`), or a keyword list of options:
 
     * `:demangle` - when `true`, C++ and Rust names are demangled (in C, by libiberty).
+      Default `false`.
+    * `:min_age` - only blocks at least this many seconds old. Default `0`.
+    * `:library` - only blocks whose stack passes through a library whose path contains this
+      string (`"my_nif"`): one NIF's allocations without the VM's own. Default `nil` (all).
 
   Raises `ArgumentError` on a bad argument and `Mtrace.NotPreloadedError` when the node was not
   started with `priv/mtrace.so` preloaded.
@@ -57,42 +62,142 @@ defmodule Mtrace do
       #=> [{61.2, 1024, 140243891453968, 8200,
       #     [{".../priv/mtrace.so", "malloc"}, {".../leaky.so", "leak_buffer"}, ...]}, ...]
 
+      Mtrace.olds(10, library: "leaky", min_age: 5)
+
       iex> Mtrace.olds(-1)
       ** (ArgumentError) Mtrace.olds/2: n must be a non-negative integer, got: -1
 
       iex> Mtrace.olds(1, colour: true)
-      ** (ArgumentError) Mtrace.olds/2: expected true, false or [demangle: boolean], got: [colour: true]
+      ** (ArgumentError) Mtrace.olds/2: unknown option :colour; the options are :demangle, :min_age, :library
   """
-  @spec olds(non_neg_integer(), boolean() | [{:demangle, boolean()}]) :: [record()]
-  def olds(n \\ 10, demangle \\ false)
+  @spec olds(non_neg_integer(), boolean() | keyword()) :: [record()]
+  def olds(n \\ 10, opts \\ false)
 
-  def olds(n, _demangle) when not (is_integer(n) and n >= 0) do
+  def olds(n, _opts) when not (is_integer(n) and n >= 0) do
     raise ArgumentError, "Mtrace.olds/2: n must be a non-negative integer, got: #{inspect(n)}"
   end
 
-  def olds(n, demangle) do
-    case Nif.olds_nif(n, demangle_option(demangle)) do
-      :not_preloaded -> raise Mtrace.NotPreloadedError, path: Nif.library_path()
-      records -> records
+  def olds(n, demangle) when is_boolean(demangle), do: olds(n, demangle: demangle)
+
+  def olds(n, opts) do
+    opts = Options.validate!(:olds, "Mtrace.olds/2", opts)
+
+    Nif.olds_nif(n, opts[:demangle], Options.ns(opts[:min_age]), opts[:library])
+    |> preloaded!()
+  end
+
+  @doc """
+  Returns the live blocks that the program can no longer reach, by call site, largest first.
+
+  A block is lost when no pointer to it, or into it, is left anywhere the program can look:
+  the data of its libraries, thread stacks and registers, the VM's own memory (process heaps,
+  ETS), or another block that is itself reachable. To find out, mtrace stops the node's other
+  threads for a moment (`pause_ns` in the third element of `leaks_info/1`), copies its table of
+  live blocks, and marks everything reachable from those roots, reading memory as
+  LeakSanitizer and the Boehm collector do (a conservative mark: any word that looks like a
+  pointer counts). What is left unmarked is lost: `direct_blocks` are lost blocks nothing
+  else points to, `indirect_blocks` those only other lost blocks point to (the nodes of a lost
+  list behind its head).
+
+  Blocks made through the NIF API are seen only when the VM hands them to `malloc`: start the
+  node with `+MRe false` (for `enif_alloc`) and `+MBe false` (for resources and binaries), as
+  `bin/run` and the release's `rel/env.sh.eex` block do; `stats/0` says whether they are
+  (`nif_alloc_visible`, `resources_visible`).
+
+  ## Options
+
+    * `:min_age` - seconds a block must have lived; younger ones may be in flight (just
+      allocated, not stored yet). Default `1`.
+    * `:library` - only sites whose stack passes through a library whose path contains this
+      string. Default `nil` (all).
+    * `:blocks` - when `true`, one `Mtrace.Site` per block, with its `address`. Default `false`.
+    * `:demangle` - C++ and Rust names demangled. Default `true`.
+
+  Raises `Mtrace.IncompleteError` when some live blocks have no record (sampling, drops, or
+  after `reset/0`), since a block they point to would be called lost wrongly;
+  `Mtrace.NotPreloadedError` without the preload; `ArgumentError` on a bad option.
+
+  ## Examples
+
+      Mtrace.leaks(library: "my_nif")
+      #=> [%Mtrace.Site{bytes: 3000, blocks: 3, direct_blocks: 1, indirect_blocks: 2,
+      #      oldest_age: 8.2, stack: [%Mtrace.Frame{function: "malloc"}, ...]}]
+
+      iex> Mtrace.leaks(min_age: -1)
+      ** (ArgumentError) Mtrace.leaks/1: min_age must be a number of seconds, 0 or more, got: -1
+  """
+  @spec leaks(keyword()) :: [Site.t()]
+  def leaks(opts \\ []) do
+    {sites, _info} = leaks_info(opts)
+    sites
+  end
+
+  @doc """
+  `leaks/1`, with what the mark did: a map of `:threads` (other threads), `:threads_stopped`,
+  `:pause_ns` (how long they were stopped), `:root_bytes` and `:block_bytes` (memory read),
+  `:unreadable_bytes`, `:live_blocks`, `:reachable_blocks` and `:reachable_bytes`.
+
+  ## Examples
+
+      {sites, %{pause_ns: pause}} = Mtrace.leaks_info(min_age: 0)
+  """
+  @spec leaks_info(keyword()) :: {[Site.t()], map()}
+  def leaks_info(opts \\ []) do
+    opts = Options.validate!(:leaks, "Mtrace.leaks/1", opts)
+
+    case Nif.leaks_nif(Options.ns(opts[:min_age])) |> preloaded!() do
+      {:error, reason} ->
+        raise Mtrace.IncompleteError, reason: reason
+
+      {blocks, info} ->
+        {blocks |> sites(opts) |> through(opts[:library]) |> by_size(), info}
     end
   end
 
-  defp demangle_option(flag) when is_boolean(flag), do: flag
+  defp preloaded!(:not_preloaded), do: raise(Mtrace.NotPreloadedError, path: Nif.library_path())
+  defp preloaded!(result), do: result
 
-  defp demangle_option(opts) when is_list(opts) do
-    case opts do
-      [] -> false
-      [demangle: flag] when is_boolean(flag) -> flag
-      _ -> bad_demangle(opts)
+  # Lost blocks {address, size, age_ns, stack_id, direct} grouped by stack (or one a block).
+  defp sites(blocks, opts) do
+    stacks = stacks(blocks |> Enum.map(&elem(&1, 3)) |> Enum.uniq(), opts[:demangle])
+
+    if opts[:blocks] do
+      Enum.map(blocks, fn {address, _, _, _, _} = b -> %{site([b], stacks) | address: address} end)
+    else
+      blocks |> Enum.group_by(&elem(&1, 3)) |> Enum.map(fn {_, bs} -> site(bs, stacks) end)
     end
   end
 
-  defp demangle_option(other), do: bad_demangle(other)
+  defp site([{_, _, _, id, _} | _] = blocks, stacks) do
+    direct = Enum.count(blocks, &elem(&1, 4))
 
-  defp bad_demangle(other) do
-    raise ArgumentError,
-          "Mtrace.olds/2: expected true, false or [demangle: boolean], got: #{inspect(other)}"
+    %Site{
+      bytes: blocks |> Enum.map(&elem(&1, 1)) |> Enum.sum(),
+      blocks: length(blocks),
+      direct_blocks: direct,
+      indirect_blocks: length(blocks) - direct,
+      oldest_age: (blocks |> Enum.map(&elem(&1, 2)) |> Enum.max()) / 1.0e9,
+      stack: Map.fetch!(stacks, id)
+    }
   end
+
+  defp stacks(ids, demangle) do
+    frames =
+      for frames <- Nif.frames_nif(ids, demangle) do
+        for {address, library, function, offset} <- frames do
+          %Frame{library: library, function: function, address: address, offset: offset}
+        end
+      end
+
+    ids |> Enum.zip(frames) |> Map.new()
+  end
+
+  defp through(sites, nil), do: sites
+
+  defp through(sites, library),
+    do: Enum.filter(sites, fn s -> Enum.any?(s.stack, &(&1.library && &1.library =~ library)) end)
+
+  defp by_size(sites), do: Enum.sort_by(sites, &{-&1.bytes, -&1.blocks, -&1.oldest_age})
 
   @doc """
   Returns the interceptor's counters, glibc's heap figures and the table's state.
@@ -122,6 +227,10 @@ defmodule Mtrace do
     * `:untraced` - calls forwarded without recording because the thread was already inside
       mtrace (the unwinder or loader allocating, a signal handler, mtrace's own NIF).
     * `:untracked_frees` - frees of blocks that had no record (dropped or untraced ones).
+    * `:nif_alloc_visible`, `:resources_visible` - whether the VM hands `enif_alloc` blocks
+      (its `driver_alloc`, off with `+MRe false`) and resources and binaries (its
+      `binary_alloc`, off with `+MBe false`) to `malloc`, where mtrace sees them. When `false`,
+      those come from the VM's own carriers, and a NIF that leaks them shows nothing.
     * `:stale_replaced` - records replaced because their address was handed out again before
       mtrace saw it freed.
 
@@ -131,12 +240,18 @@ defmodule Mtrace do
       #=> %{malloc_cnt: 190211, free_cnt: 171022, records: 4096, dropped: 15093, ...}
   """
   @spec stats() :: stats()
-  def stats, do: Nif.stats_nif()
+  def stats do
+    Map.merge(Nif.stats_nif(), %{
+      nif_alloc_visible: :erlang.system_info({:allocator, :driver_alloc}) == false,
+      resources_visible: :erlang.system_info({:allocator, :binary_alloc}) == false
+    })
+  end
 
   @doc """
   Empties the table of live allocations and returns how many records it held.
 
-  Counters are not reset. Raises `Mtrace.NotPreloadedError` when the node was not started with
+  Counters are not reset. The blocks live then have no record any more, so `leaks/1` refuses
+  to run afterwards (`Mtrace.IncompleteError`). Raises `Mtrace.NotPreloadedError` when the node was not started with
   the preload.
 
   ## Examples
@@ -145,10 +260,5 @@ defmodule Mtrace do
       #=> 4096
   """
   @spec reset() :: non_neg_integer()
-  def reset do
-    case Nif.reset_nif() do
-      :not_preloaded -> raise Mtrace.NotPreloadedError, path: Nif.library_path()
-      cleared -> cleared
-    end
-  end
+  def reset, do: Nif.reset_nif() |> preloaded!()
 end

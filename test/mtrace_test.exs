@@ -145,8 +145,8 @@ defmodule MtraceTest do
       assert_raise ArgumentError, fn -> Mtrace.olds(1, bad) end
     end
 
-    assert_raise ArgumentError, fn -> Mtrace.Nif.olds_nif(-1, true) end
-    assert_raise ArgumentError, fn -> Mtrace.Nif.olds_nif(1, :maybe) end
-    assert_raise ArgumentError, fn -> Mtrace.Nif.olds_nif(1 <<< 70, false) end
+    assert_raise ArgumentError, fn -> Mtrace.Nif.olds_nif(-1, true, 0, nil) end
+    assert_raise ArgumentError, fn -> Mtrace.Nif.olds_nif(1, :maybe, 0, nil) end
+    assert_raise ArgumentError, fn -> Mtrace.Nif.olds_nif(1 <<< 70, false, 0, nil) end
   end
 end

@@ -12,8 +12,21 @@ defmodule Mtrace.Nif do
   @spec library_path() :: Path.t()
   def library_path, do: Path.join(:code.priv_dir(:mtrace), "mtrace.so")
 
-  @spec olds_nif(non_neg_integer(), boolean()) :: [tuple()] | :not_preloaded
-  def olds_nif(_n, _demangle), do: :erlang.nif_error(:not_loaded)
+  @spec olds_nif(non_neg_integer(), boolean(), non_neg_integer(), String.t() | nil) ::
+          [tuple()] | :not_preloaded
+  def olds_nif(_n, _demangle, _min_age_ns, _library), do: :erlang.nif_error(:not_loaded)
+
+  @spec leaks_nif(non_neg_integer()) ::
+          {[
+             {non_neg_integer(), non_neg_integer(), non_neg_integer(), non_neg_integer(),
+              boolean()}
+           ], map()}
+          | {:error, term()}
+          | :not_preloaded
+  def leaks_nif(_min_age_ns), do: :erlang.nif_error(:not_loaded)
+
+  @spec frames_nif([non_neg_integer()], boolean()) :: [[tuple()]]
+  def frames_nif(_stack_ids, _demangle), do: :erlang.nif_error(:not_loaded)
 
   @spec stats_nif() :: map()
   def stats_nif, do: :erlang.nif_error(:not_loaded)

@@ -1,0 +1,27 @@
+defmodule Mtrace.IncompleteError do
+  @moduledoc """
+  Raised by `Mtrace.leaks/1` when some live blocks have no record, so that a block they point to
+  could be called lost although it is not.
+
+  `:reason` is `:sampling` (the node runs with `MTRACE_SAMPLE`: most blocks are not recorded),
+  `{:dropped, n}` (`n` allocations found no room in the table, which had reached
+  `MTRACE_SLOTS_MAX`), or `:reset` (`Mtrace.reset/0` forgot the records of the blocks live then).
+  """
+  defexception [:reason]
+
+  @impl true
+  def message(%{reason: :sampling}),
+    do:
+      "Mtrace.leaks/1 needs every live block recorded, and MTRACE_SAMPLE records one in many: " <>
+        "start the node without MTRACE_SAMPLE"
+
+  def message(%{reason: {:dropped, n}}),
+    do:
+      "Mtrace.leaks/1 needs every live block recorded, and #{n} allocations found no room " <>
+        "in the table: start the node with a larger MTRACE_SLOTS_MAX"
+
+  def message(%{reason: :reset}),
+    do:
+      "Mtrace.leaks/1 needs every live block recorded, and Mtrace.reset/0 forgot the records " <>
+        "of the blocks live when it ran: restart the node to look for leaks"
+end
