@@ -81,6 +81,15 @@ static void consider(struct ctx *c, uintptr_t w)
     if (c->push) c->work[c->nwork++] = i;
 }
 
+/* An alternate signal stack: only the kernel points to it, and what it holds is the signal
+ * frames of handlers, the stop's own included, whose registers are read from the stop. It is
+ * reachable, and its stale frames are not read. */
+static void keep(struct ctx *c, uintptr_t a)
+{
+    size_t i = mt_snapshot_find(c->s, a);
+    if (i != MT_SNAPSHOT_NONE && c->st[i] == UNSEEN) c->st[i] = MT_REACH_REACHABLE;
+}
+
 static void scan_words(struct ctx *c, const void *p, size_t len)
 {
     const uintptr_t *w = p;
@@ -347,7 +356,7 @@ static void mark_from_roots(struct ctx *c, uintptr_t own_lo, uintptr_t own_hi)
         const struct mt_world_thread *t = &c->world->t[i];
         if (t->tid > 0 && t->stopped) {
             scan_words(c, t->regs, sizeof t->regs);
-            consider(c, t->altstack);
+            keep(c, t->altstack);
         }
     }
     drain(c);
@@ -440,7 +449,7 @@ int mt_reach_run(struct mt_reach *r, int at_exit)
     mark_from_roots(&c, own_lo, own_hi);
     if (!at_exit) scan_words(&c, here.uc_mcontext.gregs, sizeof here.uc_mcontext.gregs);
     stack_t alt;
-    if (sigaltstack(NULL, &alt) == 0 && !(alt.ss_flags & SS_DISABLE)) consider(&c, (uintptr_t)alt.ss_sp);
+    if (sigaltstack(NULL, &alt) == 0 && !(alt.ss_flags & SS_DISABLE)) keep(&c, (uintptr_t)alt.ss_sp);
     drain(&c);
     classify_lost(&c);
     rc = 0;

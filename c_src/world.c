@@ -83,7 +83,11 @@ static int choose_signal(void)
         if (sigaction(sig, NULL, &old) != 0 || (old.sa_flags & SA_SIGINFO) ||
             old.sa_handler != SIG_DFL)
             continue;
-        struct sigaction sa = {.sa_sigaction = on_stop, .sa_flags = SA_SIGINFO | SA_RESTART};
+        /* SA_ONSTACK: the BEAM's JIT runs Erlang code on each process's own small stack, inside
+         * the VM's heap carriers; a signal frame written there could overrun it. The BEAM gives
+         * every thread an alternate stack for exactly that reason. */
+        struct sigaction sa = {.sa_sigaction = on_stop,
+                               .sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK};
         sigemptyset(&sa.sa_mask);
         if (sigaction(sig, &sa, NULL) == 0) return sig;
     }

@@ -1,0 +1,332 @@
+/* lost.c: a test NIF whose blocks are lost, or kept, in the ways a program keeps or loses them,
+ * for the tests of Mtrace.leaks/1. Each block is written over (no stale pointer in it) and made
+ * by a named function, so that its site is known. Built -O0, without inlining or sibling calls.
+ */
+#define _GNU_SOURCE
+#include <erl_nif.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define NAMED __attribute__((noinline))
+
+struct node {
+    struct node *left, *right;
+    char pad[48];
+};
+
+static void *kept_static[64];
+static struct node *kept_tree;
+static __thread void *kept_tls;
+static ErlNifResourceType *buffer_type;
+
+struct buffer {
+    void *data;
+};
+
+static ERL_NIF_TERM ok(ErlNifEnv *env)
+{
+    return enif_make_atom(env, "ok");
+}
+
+/* Runs work(arg) 256 KiB below the caller's frame, then clears the registers a call may leave
+ * anything in. A conservative mark reads a stack from its stack pointer up, and a scheduler that
+ * waits after a NIF call waits deeper than the call itself went: the words its frames leave
+ * unwritten would still hold the lost addresses. Far below, they stay in the dead part. And the
+ * VM may save a register the NIF returned with (memset's destination, say) where it keeps its
+ * own. */
+NAMED static void deep(void (*work)(void *), void *arg, int depth)
+{
+    char frame[4096];
+    __asm__ volatile("" : : "r"(frame) : "memory"); /* the frame is kept, and kept this size */
+    if (depth > 0)
+        deep(work, arg, depth - 1);
+    else
+        work(arg);
+    __asm__ volatile("xor %%eax, %%eax\n\txor %%ecx, %%ecx\n\txor %%edx, %%edx\n\t"
+                     "xor %%esi, %%esi\n\txor %%edi, %%edi\n\txor %%r8d, %%r8d\n\t"
+                     "xor %%r9d, %%r9d\n\txor %%r10d, %%r10d\n\txor %%r11d, %%r11d"
+                     :
+                     :
+                     : "rax", "rcx", "rdx", "rsi", "rdi", "r8", "r9", "r10", "r11");
+}
+
+#define DEPTH 64
+
+NAMED static struct node *lost_node(void)
+{
+    struct node *n = malloc(sizeof *n);
+    memset(n, 0, sizeof *n);
+    return n;
+}
+
+static void make_list(void *arg)
+{
+    struct node *head = NULL;
+    for (unsigned i = 0; i < *(unsigned *)arg; i++) {
+        struct node *x = lost_node();
+        x->left = head;
+        head = x;
+    }
+}
+
+/* lose_list(n): a list of n nodes whose head nothing keeps: 1 direct, n - 1 indirect. */
+static ERL_NIF_TERM lose_list(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    unsigned n;
+    (void)argc;
+    if (!enif_get_uint(env, argv[0], &n)) return enif_make_badarg(env);
+    deep(make_list, &n, DEPTH);
+    return ok(env);
+}
+
+NAMED static void *static_block(size_t size)
+{
+    void *p = malloc(size);
+    memset(p, 0, size);
+    return p;
+}
+
+/* keep_static(n, size): n blocks in a static array. */
+static ERL_NIF_TERM keep_static(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    unsigned n, size;
+    (void)argc;
+    if (!enif_get_uint(env, argv[0], &n) || !enif_get_uint(env, argv[1], &size) || n > 64)
+        return enif_make_badarg(env);
+    for (unsigned i = 0; i < n; i++)
+        kept_static[i] = static_block(size);
+    return ok(env);
+}
+
+NAMED static struct node *tree_node(unsigned depth)
+{
+    struct node *n = malloc(sizeof *n);
+    memset(n, 0, sizeof *n);
+    if (depth > 1) {
+        n->left = tree_node(depth - 1);
+        n->right = tree_node(depth - 1);
+    }
+    return n;
+}
+
+/* keep_tree(depth): a full binary tree of 2^depth - 1 nodes under a static root. */
+static ERL_NIF_TERM keep_tree(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    unsigned depth;
+    (void)argc;
+    if (!enif_get_uint(env, argv[0], &depth) || depth > 16) return enif_make_badarg(env);
+    kept_tree = tree_node(depth);
+    return ok(env);
+}
+
+NAMED static void *tls_block(size_t size)
+{
+    void *p = malloc(size);
+    memset(p, 0, size);
+    return p;
+}
+
+/* keep_tls(size): a block that only the calling thread's thread-local variable points to. */
+static ERL_NIF_TERM keep_tls(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    unsigned size;
+    (void)argc;
+    if (!enif_get_uint(env, argv[0], &size)) return enif_make_badarg(env);
+    kept_tls = tls_block(size);
+    return ok(env);
+}
+
+NAMED static void *buffer_data(size_t size)
+{
+    void *p = malloc(size);
+    memset(p, 0, size);
+    return p;
+}
+
+static void buffer_dtor(ErlNifEnv *env, void *obj)
+{
+    (void)env;
+    free(((struct buffer *)obj)->data);
+}
+
+/* buffer(size): a resource that owns a malloc'd buffer; the caller keeps the term or drops it. */
+static ERL_NIF_TERM buffer(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    unsigned size;
+    (void)argc;
+    if (!enif_get_uint(env, argv[0], &size)) return enif_make_badarg(env);
+    struct buffer *b = enif_alloc_resource(buffer_type, sizeof *b);
+    b->data = buffer_data(size);
+    ERL_NIF_TERM term = enif_make_resource(env, b);
+    enif_release_resource(b);
+    return term;
+}
+
+NAMED static void *lost_resource(size_t size)
+{
+    void *r = enif_alloc_resource(buffer_type, size);
+    memset(r, 0, size);
+    return r;
+}
+
+static void make_lost_resource(void *arg)
+{
+    lost_resource(*(unsigned *)arg);
+}
+
+/* lose_resource(size): a resource whose only reference is never released: it stays allocated,
+ * and nothing points to it. */
+static ERL_NIF_TERM lose_resource(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    unsigned size;
+    (void)argc;
+    if (!enif_get_uint(env, argv[0], &size) || size < sizeof(struct buffer))
+        return enif_make_badarg(env);
+    deep(make_lost_resource, &size, DEPTH);
+    return ok(env);
+}
+
+NAMED static void *lost_enif(size_t size)
+{
+    void *p = enif_alloc(size);
+    memset(p, 0, size);
+    return p;
+}
+
+NAMED static void *kept_enif(size_t size)
+{
+    void *p = enif_alloc(size);
+    memset(p, 0, size);
+    return p;
+}
+
+struct counts {
+    unsigned n, size;
+};
+
+static void make_lost_enif(void *arg)
+{
+    const struct counts *c = arg;
+    for (unsigned i = 0; i < c->n; i++)
+        lost_enif(c->size);
+}
+
+/* enif_blocks(lost, kept, size): lost blocks from enif_alloc, and kept ones (in kept_static's
+ * last slots). */
+static ERL_NIF_TERM enif_blocks(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    unsigned lost, kept, size;
+    (void)argc;
+    if (!enif_get_uint(env, argv[0], &lost) || !enif_get_uint(env, argv[1], &kept) ||
+        !enif_get_uint(env, argv[2], &size) || kept > 16)
+        return enif_make_badarg(env);
+    struct counts c = {lost, size};
+    deep(make_lost_enif, &c, DEPTH);
+    for (unsigned i = 0; i < kept; i++)
+        kept_static[63 - i] = kept_enif(size);
+    return ok(env);
+}
+
+NAMED static void *dead_block(size_t size)
+{
+    void *p = malloc(size);
+    memset(p, 0, size);
+    return p;
+}
+
+static void leave_on_stack(void *arg)
+{
+    volatile char frame[256];
+    void *p = dead_block(*(unsigned *)arg);
+    memcpy((char *)frame + 64, &p, sizeof p);
+}
+
+/* lose_on_stack(size): a block whose only pointer is left in a dead part of the stack. */
+static ERL_NIF_TERM lose_on_stack(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    unsigned size;
+    (void)argc;
+    if (!enif_get_uint(env, argv[0], &size)) return enif_make_badarg(env);
+    deep(leave_on_stack, &size, DEPTH);
+    return ok(env);
+}
+
+/* A storm: threads that allocate and free, and one that maps and unmaps, until stopped. */
+static int storming;
+static pthread_t storm_threads[17];
+static unsigned storm_count;
+
+static void *allocate_loop(void *arg)
+{
+    void *ring[256] = {0};
+    unsigned i = (unsigned)(uintptr_t)arg;
+    while (__atomic_load_n(&storming, __ATOMIC_RELAXED)) {
+        free(ring[i % 256]);
+        ring[i % 256] = malloc(16 + i % 512);
+        i++;
+    }
+    for (int k = 0; k < 256; k++)
+        free(ring[k]);
+    return NULL;
+}
+
+static void *map_loop(void *arg)
+{
+    (void)arg;
+    while (__atomic_load_n(&storming, __ATOMIC_RELAXED)) {
+        char *m = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED) continue;
+        memset(m, 1, 1 << 20);
+        munmap(m, 1 << 20);
+    }
+    return NULL;
+}
+
+/* storm(n): starts n allocating threads and one mapping thread; storm(0) stops them. */
+static ERL_NIF_TERM storm(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    unsigned n;
+    (void)argc;
+    if (!enif_get_uint(env, argv[0], &n) || n > 16) return enif_make_badarg(env);
+    if (n == 0) {
+        __atomic_store_n(&storming, 0, __ATOMIC_RELAXED);
+        for (unsigned i = 0; i < storm_count; i++)
+            pthread_join(storm_threads[i], NULL);
+        storm_count = 0;
+        return ok(env);
+    }
+    __atomic_store_n(&storming, 1, __ATOMIC_RELAXED);
+    for (unsigned i = 0; i < n; i++)
+        if (pthread_create(&storm_threads[storm_count], NULL, allocate_loop,
+                           (void *)(uintptr_t)(i * 7919)) == 0)
+            storm_count++;
+    if (pthread_create(&storm_threads[storm_count], NULL, map_loop, NULL) == 0) storm_count++;
+    return ok(env);
+}
+
+static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
+{
+    (void)priv;
+    (void)info;
+    buffer_type = enif_open_resource_type(env, NULL, "buffer", buffer_dtor, ERL_NIF_RT_CREATE,
+                                          NULL);
+    return buffer_type ? 0 : 1;
+}
+
+static ErlNifFunc funcs[] = {
+    {"lose_list", 1, lose_list, 0},
+    {"keep_static", 2, keep_static, 0},
+    {"keep_tree", 1, keep_tree, 0},
+    {"keep_tls", 1, keep_tls, 0},
+    {"buffer", 1, buffer, 0},
+    {"lose_resource", 1, lose_resource, 0},
+    {"enif_blocks", 3, enif_blocks, 0},
+    {"lose_on_stack", 1, lose_on_stack, 0},
+    {"storm", 1, storm, 0},
+};
+
+ERL_NIF_INIT(Elixir.Mtrace.Test.Lost, funcs, load, NULL, NULL, NULL)
