@@ -2,7 +2,6 @@
 #define _GNU_SOURCE
 #include "service.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
@@ -17,13 +16,11 @@
 #include "account.h"
 #include "config.h"
 #include "csv.h"
+#include "hooks.h"
 #include "recorder.h"
 #include "report.h"
 #include "stack.h"
 #include "writer.h"
-
-/* hooks.c's own malloc, whatever the global symbol resolves to. */
-extern void *mt_own_malloc(size_t) __attribute__((visibility("hidden")));
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int started;     /* the exit report (or CSV) is armed in this copy */
@@ -223,8 +220,7 @@ static void start(void)
 __attribute__((constructor)) static void boot(void)
 {
     /* Only the copy that is the process's malloc (see hooks.c's constructor). */
-    if (!mt_active() && (dlsym(RTLD_DEFAULT, "malloc") != (void *)mt_own_malloc || !mt_start()))
-        return;
+    if (!mt_active() && (!mt_interposing() || !mt_start())) return;
     if (!mt_config.report && !mt_config.report_signal && !mt_config.csv) return;
     mt_guard_hold();
     pthread_mutex_lock(&lock);

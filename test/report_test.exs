@@ -82,6 +82,17 @@ defmodule Mtrace.ReportTest do
     assert {r.dropped, r.stacks_dropped, r.unmatched_frees} == {0, 0, 0}
   end
 
+  # The executable's canonical malloc (its PLT entry) is what dlsym finds first: mtrace must
+  # still see that the loader binds malloc to it.
+  @tag :tmp_dir
+  test "a non-PIE program that calls malloc through a pointer is traced", %{tmp_dir: dir} do
+    {out, 0} = run(bin("nopie"), [], [{"MTRACE_REPORT", Path.join(dir, "r.txt")}])
+    assert out == "nopie: done\n"
+    r = report!(File.read!(Path.join(dir, "r.txt")))
+    site = site!(r, "leak_nopie")
+    assert {site.bytes, site.blocks} == {777, 1}
+  end
+
   @tag :tmp_dir
   test "blocks the table has no room for still count in the total and the peak", %{tmp_dir: dir} do
     # 16 slots hold leaky's own blocks; 40 more leaked 16-byte blocks do not fit.
