@@ -34,6 +34,22 @@ static int (*real_posix_memalign)(void **, size_t, size_t);
 static void *(*real_aligned_alloc)(size_t, size_t);
 static void *(*real_reallocarray)(void *, size_t, size_t);
 
+/* Each hook's own address, frame 0 of its stacks (MT_SITE). The exported name's address is read
+ * from the GOT, which in a non-PIE program that takes the function's address holds the
+ * executable's PLT entry; an alias is this file's function whatever the name resolves to. */
+#define OWN(hook) static __typeof__(hook) own_##hook __attribute__((alias(#hook), copy(hook)))
+OWN(malloc);
+OWN(calloc);
+OWN(realloc);
+OWN(reallocarray);
+OWN(posix_memalign);
+OWN(aligned_alloc);
+OWN(memalign);
+OWN(valloc);
+OWN(pvalloc);
+OWN(strdup);
+OWN(strndup);
+
 static void *original(const char *name)
 {
     int e = errno;
@@ -49,7 +65,7 @@ static void *original(const char *name)
     do {                                                                                           \
         if (!mt_enter(kind)) return call;                                                          \
         void *p_ = call;                                                                           \
-        if (!mt_alloc_skip(p_, size)) mt_alloc_slow(p_, size, &MT_SITE(hook));                     \
+        if (!mt_alloc_skip(p_, size)) mt_alloc_slow(p_, size, &MT_SITE(own_##hook));               \
         return p_;                                                                                 \
     } while (0)
 
@@ -83,7 +99,7 @@ EXPORT void *realloc(void *p, size_t n)
     }
     int had = mt_take(p, &old);
     void *q = __libc_realloc(p, n);
-    mt_realloc_done(q, n, &MT_SITE(realloc), had && n != 0, &old);
+    mt_realloc_done(q, n, &MT_SITE(own_realloc), had && n != 0, &old);
     return q;
 }
 
@@ -104,7 +120,7 @@ EXPORT void *reallocarray(void *p, size_t count, size_t n)
     }
     int had = mt_take(p, &old);
     void *q = real_reallocarray(p, count, n);
-    mt_realloc_done(q, bytes, &MT_SITE(reallocarray), had && (overflow || bytes != 0), &old);
+    mt_realloc_done(q, bytes, &MT_SITE(own_reallocarray), had && (overflow || bytes != 0), &old);
     return q;
 }
 
@@ -113,7 +129,7 @@ EXPORT int posix_memalign(void **out, size_t align, size_t n)
     if (!real_posix_memalign && !(real_posix_memalign = original("posix_memalign"))) return ENOMEM;
     if (!mt_enter(MT_POSIX_MEMALIGN)) return real_posix_memalign(out, align, n);
     int rc = real_posix_memalign(out, align, n);
-    mt_alloc_done(rc == 0 ? *out : NULL, n, &MT_SITE(posix_memalign));
+    mt_alloc_done(rc == 0 ? *out : NULL, n, &MT_SITE(own_posix_memalign));
     return rc;
 }
 
@@ -162,10 +178,6 @@ EXPORT char *strndup(const char *s, size_t max)
     size_t len = strnlen(s, max);
     ALLOCATE(MT_STRNDUP, strndup, copy(s, len), len + 1);
 }
-
-/* The hidden alias is this file's own malloc, whatever the global symbol resolves to. */
-extern void *mt_own_malloc(size_t)
-    __attribute__((alias("malloc"), copy(malloc), visibility("hidden")));
 
 /* The loader relocates these dynamic-section addresses in place, except in the vDSO, whose
  * entries stay offsets from its base: an address outside the object's own segments is one. */
@@ -244,7 +256,7 @@ int mt_interposing(void)
 {
     uintptr_t first = 0;
     dl_iterate_phdr(find_malloc, &first);
-    return first == (uintptr_t)mt_own_malloc;
+    return first == (uintptr_t)own_malloc;
 }
 
 /* Starts the recorder at load time only in the copy of mtrace.so that is the process's malloc: a

@@ -82,8 +82,8 @@ defmodule Mtrace.ReportTest do
     assert {r.dropped, r.stacks_dropped, r.unmatched_frees} == {0, 0, 0}
   end
 
-  # The executable's canonical malloc (its PLT entry) is what dlsym finds first: mtrace must
-  # still see that the loader binds malloc to it.
+  # The executable's canonical malloc (its PLT entry) is what dlsym finds first, and what
+  # &malloc gives inside mtrace: mtrace must still see that the loader binds malloc to it.
   @tag :tmp_dir
   test "a non-PIE program that calls malloc through a pointer is traced", %{tmp_dir: dir} do
     {out, 0} = run(bin("nopie"), [], [{"MTRACE_REPORT", Path.join(dir, "r.txt")}])
@@ -91,6 +91,10 @@ defmodule Mtrace.ReportTest do
     r = report!(File.read!(Path.join(dir, "r.txt")))
     site = site!(r, "leak_nopie")
     assert {site.bytes, site.blocks} == {777, 1}
+
+    # Frame 0 is mtrace's malloc, not the executable's PLT entry that malloc's address names there.
+    assert [{"malloc", lib}, {"leak_nopie", prog} | _] = site.frames
+    assert {lib, prog} == {so(), bin("nopie")}
   end
 
   @tag :tmp_dir
