@@ -93,11 +93,24 @@ static const char *exit_destination(void)
     return r && strcmp(r, "none") != 0 ? r : NULL;
 }
 
+/* "on SIGUSR2"; a real-time signal has no abbreviation (sigabbrev_np gives NULL) and is named
+ * from SIGRTMIN, which glibc sets at run time: "on SIGRTMIN+6". */
+static void name_signal(int sig, char *when, size_t cap)
+{
+    if (sig < SIGRTMIN) {
+        strcpy(when, "on SIG");
+        strncat(when, sigabbrev_np(sig), cap - strlen(when) - 1);
+    } else {
+        mt_path_expand(sig > SIGRTMIN ? "on SIGRTMIN+%s" : "on SIGRTMIN", prog,
+                       (unsigned)(sig - SIGRTMIN), when, cap);
+    }
+}
+
 static void signal_report(void)
 {
-    char when[32] = "on SIG", since[32] = "start";
+    char when[32], since[32] = "start";
     pthread_mutex_lock(&lock);
-    strncat(when, sigabbrev_np(mt_config.report_signal), sizeof when - strlen(when) - 1);
+    name_signal(mt_config.report_signal, when, sizeof when);
     if (signal_prev) mt_path_expand("report %s", prog, signal_prev, since, sizeof since);
     const char *r = mt_config.report;
     struct mt_report_req req = {

@@ -291,6 +291,22 @@ defmodule Mtrace.ReportTest do
     assert Enum.all?([r1, r2, r3], &(&1.peak == 3000))
   end
 
+  # glibc has no abbreviation for a real-time signal (sigabbrev_np gives NULL).
+  @tag :tmp_dir
+  test "a real-time signal writes reports and names itself from SIGRTMIN", %{tmp_dir: dir} do
+    {out, 0} = run(bin("sigprog"), [], [{"MTRACE_REPORT_SIGNAL", "40"}], cd: dir)
+    assert out == "sigprog: done\n"
+    reports = memlogs(dir, "sigprog-*-*.memlog")
+
+    assert Enum.map(reports, & &1.title) == [
+             "on SIGRTMIN+6, changes since start",
+             "on SIGRTMIN+6, changes since report 1",
+             "on SIGRTMIN+6, changes since report 2"
+           ]
+
+    assert changes(hd(reports)) == %{"signal_a" => {3000, 3, {3000, 3}, {0, 0}}}
+  end
+
   # strace shows which thread does what: the main thread sends itself the signal and runs the
   # handler; the report files must be created by another thread.
   if !System.find_executable("strace"), do: @tag(skip: "strace is not installed")
