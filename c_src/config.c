@@ -95,7 +95,21 @@ static const char *load_text(const char *name, char *buf, size_t cap)
     return buf;
 }
 
-/* A name with or without "SIG", or a number; 0 (no signal) when malformed. */
+/* The n of "+n" (after RTMIN) or "-n" (after RTMAX), 0 for nothing, -1 when malformed. */
+static long rt_offset(const char *s, char sign)
+{
+    char *end;
+    if (*s == '\0') return 0;
+    if (s[0] != sign || s[1] < '0' || s[1] > '9') return -1;
+    long n = strtol(s + 1, &end, 10);
+    return *end == '\0' ? n : -1;
+}
+
+/* A name with or without "SIG", or a number, of a signal that is safe to take: one whose default
+ * only ends the program, or a real-time one (SIGRTMIN is glibc's, at run time). A fault signal's
+ * handler that returns re-runs the fault (a report each time, forever), and a handler on SIGPIPE
+ * or SIGCHLD changes what the program does; those are refused, by name and by number. 0 (no
+ * signal) when refused. */
 static int load_signal(const char *name)
 {
     static const struct {
@@ -107,14 +121,25 @@ static int load_signal(const char *name)
     const char *s = getenv(name);
     if (!s) return 0;
     const char *bare = strncmp(s, "SIG", 3) == 0 ? s + 3 : s;
-    for (size_t i = 0; i < COUNT(names); i++)
-        if (strcmp(bare, names[i].name) == 0) return names[i].sig;
+    long rtmin = SIGRTMIN, rtmax = SIGRTMAX, v = -1, n;
     char *end;
-    long v = strtol(s, &end, 10);
-    if (s[0] >= '0' && s[0] <= '9' && *end == '\0' && v >= 1 && v <= 64 && v != SIGKILL &&
-        v != SIGSTOP)
-        return (int)v;
-    say(name, s, "expected a signal such as USR2, SIGUSR2 or 12; no signal reports");
+    for (size_t i = 0; i < COUNT(names); i++)
+        if (strcmp(bare, names[i].name) == 0) v = names[i].sig;
+    if (strncmp(bare, "RTMIN", 5) == 0 && (n = rt_offset(bare + 5, '+')) >= 0) v = rtmin + n;
+    if (strncmp(bare, "RTMAX", 5) == 0 && (n = rt_offset(bare + 5, '-')) >= 0) v = rtmax - n;
+    if (s[0] >= '0' && s[0] <= '9' && (v = strtol(s, &end, 10), *end != '\0')) v = -1;
+    int safe = v >= rtmin && v <= rtmax;
+    for (size_t i = 0; i < COUNT(names); i++)
+        safe = safe || v == names[i].sig;
+    if (safe) return (int)v;
+    char why[256], lo_s[24], hi_s[24];
+    const char *parts[] = {"expected HUP, INT, QUIT, USR1, USR2, ALRM, TERM, WINCH, URG, PROF, "
+                           "VTALRM or a real-time signal (RTMIN+n, RTMAX-n: ",
+                           utoa((size_t)rtmin, lo_s + sizeof lo_s), " to ",
+                           utoa((size_t)rtmax, hi_s + sizeof hi_s),
+                           "), by name or number; no signal reports"};
+    join(why, sizeof why, parts, COUNT(parts));
+    say(name, s, why);
     return 0;
 }
 

@@ -181,6 +181,9 @@ defmodule Mtrace.ReportTest do
              ~r"^mtrace: cannot create the report file: /nonexistent/dir/\d+\.txt: No such file"
   end
 
+  @signals "expected HUP, INT, QUIT, USR1, USR2, ALRM, TERM, WINCH, URG, PROF, VTALRM or a " <>
+             "real-time signal (RTMIN+n, RTMAX-n: 34 to 64), by name or number; no signal reports"
+
   @tag :tmp_dir
   test "malformed values say one line each and fall back to the defaults", %{tmp_dir: dir} do
     env = [
@@ -198,7 +201,7 @@ defmodule Mtrace.ReportTest do
              "mtrace: MTRACE_CSV_PERIOD=0: expected a whole number from 1 to 86400; using 10",
              "mtrace: MTRACE_FORK=maybe: expected report or none; using report",
              "mtrace: MTRACE_REPORT_DEPTH=999: expected a whole number from 0 to 128; using 0",
-             "mtrace: MTRACE_REPORT_SIGNAL=SIGNOPE: expected a signal such as USR2, SIGUSR2 or 12; no signal reports",
+             "mtrace: MTRACE_REPORT_SIGNAL=SIGNOPE: #{@signals}",
              "mtrace: MTRACE_REPORT_TOP=lots: expected a whole number from 0 to 1073741824; using 0"
            ]
 
@@ -305,6 +308,45 @@ defmodule Mtrace.ReportTest do
            ]
 
     assert changes(hd(reports)) == %{"signal_a" => {3000, 3, {3000, 3}, {0, 0}}}
+  end
+
+  # The signals whose handlers a process has (SigCgt in /proc/PID/status), but glibc's own (32
+  # and 33, set up when a thread starts).
+  defp caught(status) do
+    [_, mask] = Regex.run(~r/^SigCgt:\s+([0-9a-f]+)$/m, status)
+    mask = String.to_integer(mask, 16)
+
+    for sig <- Enum.to_list(1..31) ++ Enum.to_list(34..64),
+        Bitwise.band(mask, Bitwise.bsl(1, sig - 1)) != 0,
+        do: sig
+  end
+
+  # A handler on a fault signal that returns re-runs the fault (a report each time, forever);
+  # one on SIGPIPE or SIGCHLD changes what the program does. glibc's SIGRTMIN is 34 here.
+  test "report signals are the safe ones only, by name or number" do
+    accepted = [{"40", 40}, {"SIGRTMIN+6", 40}, {"RTMIN", 34}, {"RTMAX", 64}, {"RTMAX-2", 62}]
+
+    for {value, sig} <- accepted ++ [{"12", 12}, {"SIGHUP", 1}, {"VTALRM", 26}] do
+      {out, 0} = run("cat", ["/proc/self/status"], [{"MTRACE_REPORT_SIGNAL", value}])
+      assert {said(out), caught(out)} == {[], [sig]}, value
+    end
+
+    for value <-
+          ~w(11 13 4 7 8 5 6 31 17 9 19 SEGV PIPE SIGKILL 0 65 33 USR3 RTMIN+31 RTMAX-x 12x) do
+      {out, 0} = run("cat", ["/proc/self/status"], [{"MTRACE_REPORT_SIGNAL", value}])
+      assert [line] = said(out)
+      assert line =~ "mtrace: MTRACE_REPORT_SIGNAL=#{value}: expected HUP, INT, "
+      assert caught(out) == [], value
+    end
+
+    # SIGPIPE keeps its default action: yes dies quietly once head has its line (the test node
+    # ignores SIGPIPE, and so would its children).
+    {out, 0} =
+      run("env", ["--default-signal=PIPE", "sh", "-c", "yes | head -1"], [
+        {"MTRACE_REPORT_SIGNAL", "13"}
+      ])
+
+    assert String.split(out, "\n", trim: true) -- said(out) == ["y"]
   end
 
   # strace shows which thread does what: the main thread sends itself the signal and runs the
