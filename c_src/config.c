@@ -2,14 +2,13 @@
 #define _GNU_SOURCE
 #include "config.h"
 
-#include <errno.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "table.h"
+#include "writer.h"
 
 struct mt_config mt_config = {
     .slots = 4096,
@@ -33,15 +32,11 @@ static size_t join(char *buf, size_t cap, const char *const *parts, size_t count
     return n;
 }
 
-/* One line, one write(2): stdio may allocate, and a line must not interleave with others. */
+/* Through mt_say, not stdio, which may allocate: this runs inside the first allocation. */
 static void say(const char *name, const char *value, const char *why)
 {
-    char line[512];
-    const char *parts[] = {"mtrace: ", name, "=", value, ": ", why};
-    size_t n = join(line, sizeof line - 1, parts, COUNT(parts));
-    line[n++] = '\n';
-    while (write(2, line, n) < 0 && errno == EINTR)
-        ;
+    const char *parts[] = {name, "=", value, ": ", why};
+    mt_say(parts, COUNT(parts));
 }
 
 static char *utoa(size_t v, char *end)

@@ -210,6 +210,30 @@ defmodule Mtrace.ReportTest do
     assert Enum.all?(r.sites, &(length(&1.frames) >= 3))
   end
 
+  test "a message is one line: unprintable bytes escaped, long values cut" do
+    env = [
+      {"MTRACE_REPORT_TOP", "a\nb\x01\\c\x7fé"},
+      {"MTRACE_SLOTS", String.duplicate("9", 5000)},
+      {"MTRACE_REPORT", "/nonexistent/a\tb\n%p"}
+    ]
+
+    {out, 0} = run(bin("leaky"), [], env)
+    assert [_, _, _] = said(out)
+    assert String.split(out, "\n", trim: true) -- said(out) == ["leaky: done"]
+
+    assert ("mtrace: MTRACE_REPORT_TOP=a\\x0ab\\x01\\\\c\\x7f\\xc3\\xa9: expected a whole number " <>
+              "from 0 to 1073741824; using 0") in said(out)
+
+    assert ("mtrace: MTRACE_SLOTS=#{String.duplicate("9", 200)}...: expected a whole number " <>
+              "from 16 to 1073741824; using 4096") in said(out)
+
+    assert Enum.any?(
+             said(out),
+             &(&1 =~
+                 ~r"^mtrace: cannot create the report file: /nonexistent/a\\x09b\\x0a\d+: No such")
+           )
+  end
+
   @tag :tmp_dir
   test "forked children write their own reports, or none with MTRACE_FORK=none", %{tmp_dir: dir} do
     template = Path.join(dir, "%n-%p.txt")
