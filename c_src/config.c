@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 
 #include "table.h"
 #include "writer.h"
@@ -138,6 +139,18 @@ static int load_signal(const char *name)
     return 0;
 }
 
+/* In secure-execution mode (a setuid or setgid program: AT_SECURE, as glibc's secure_getenv
+ * decides) the environment is whoever started the program's: it may not name files for the
+ * program's privileges to write, and a report, even on stderr, would show that user the heap and
+ * library addresses of a privileged process. Returns nonzero, having said so, when name is set
+ * there. */
+static int refused(const char *name)
+{
+    const char *s = getauxval(AT_SECURE) ? getenv(name) : NULL;
+    if (s) say(name, s, "ignored in secure-execution mode (a setuid or setgid program)");
+    return s != NULL;
+}
+
 /* One lane per CPU the process may run on: sched_getaffinity neither allocates nor opens a file. */
 static size_t cpu_lanes(void)
 {
@@ -165,11 +178,13 @@ void mt_config_load(void)
         say("MTRACE_UNWIND", u, "expected libunwind or fp; using libunwind");
 
     static char report[1024], csv[1024];
-    mt_config.report = load_text("MTRACE_REPORT", report, sizeof report);
-    mt_config.report_signal = load_signal("MTRACE_REPORT_SIGNAL");
+    if (!refused("MTRACE_REPORT"))
+        mt_config.report = load_text("MTRACE_REPORT", report, sizeof report);
+    if (!refused("MTRACE_REPORT_SIGNAL"))
+        mt_config.report_signal = load_signal("MTRACE_REPORT_SIGNAL");
     load_size("MTRACE_REPORT_TOP", 0, (size_t)1 << 30, &mt_config.report_top);
     load_size("MTRACE_REPORT_DEPTH", 0, MT_DEPTH_MAX, &mt_config.report_depth);
-    mt_config.csv = load_text("MTRACE_CSV", csv, sizeof csv);
+    if (!refused("MTRACE_CSV")) mt_config.csv = load_text("MTRACE_CSV", csv, sizeof csv);
     load_size("MTRACE_CSV_AGE", 0, (size_t)1 << 31, &mt_config.csv_age);
     load_size("MTRACE_CSV_PERIOD", 1, 86400, &mt_config.csv_period);
     load_size("MTRACE_CSV_MAX", 0, (size_t)1 << 60, &mt_config.csv_max);

@@ -234,6 +234,44 @@ defmodule Mtrace.ReportTest do
            )
   end
 
+  # bin/linked has mtrace.so as a dependency (a setuid program ignores LD_PRELOAD paths). Owned
+  # by nobody, set-user-ID and run by root, it runs in secure-execution mode (AT_SECURE: its
+  # effective uid is not its real one), in a directory it could write to.
+  if elem(System.cmd("id", ["-u"]), 0) != "0\n", do: @tag(skip: "needs root, for chown")
+  @tag :tmp_dir
+  test "a setuid program writes no file and says that the variables are ignored",
+       %{tmp_dir: dir} do
+    prog = Path.join(dir, "linked")
+    File.cp!(bin("linked"), prog)
+    {_, 0} = System.cmd("chown", ["nobody", prog])
+    File.chmod!(prog, 0o4755)
+    out = Path.join(dir, "out")
+    File.mkdir!(out)
+    File.chmod!(out, 0o777)
+
+    env = [
+      {"LD_PRELOAD", nil},
+      {"MTRACE_REPORT", Path.join(out, "r.txt")},
+      {"MTRACE_CSV", Path.join(out, "c.csv")},
+      {"MTRACE_REPORT_SIGNAL", "USR2"}
+    ]
+
+    {text, 0} = run(prog, [], env, cd: out)
+    ignored = ": ignored in secure-execution mode (a setuid or setgid program)"
+
+    assert Enum.sort(said(text)) == [
+             "mtrace: MTRACE_CSV=#{out}/c.csv" <> ignored,
+             "mtrace: MTRACE_REPORT=#{out}/r.txt" <> ignored,
+             "mtrace: MTRACE_REPORT_SIGNAL=USR2" <> ignored
+           ]
+
+    assert File.ls!(out) == []
+    # Not setuid, the same program writes both files: the library is there and working.
+    File.chmod!(prog, 0o755)
+    {"linked: done\n", 0} = run(prog, [], env, cd: out)
+    assert Enum.sort(File.ls!(out)) == ["c.csv", "r.txt"]
+  end
+
   @tag :tmp_dir
   test "forked children write their own reports, or none with MTRACE_FORK=none", %{tmp_dir: dir} do
     template = Path.join(dir, "%n-%p.txt")
