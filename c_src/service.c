@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -60,7 +61,16 @@ static struct mt_tally *new_base(void)
     return p == MAP_FAILED ? NULL : p;
 }
 
-/* Writes req to dest (a template or "stderr"). With quiet unset, a failure says one line. */
+/* Unlinks path if it still names the file made, not one put in its place since. */
+static int remove_made(const char *path, const struct stat *made)
+{
+    struct stat now;
+    return lstat(path, &now) == 0 && now.st_dev == made->st_dev && now.st_ino == made->st_ino &&
+           unlink(path) == 0;
+}
+
+/* Writes req to dest (a template or "stderr"). A file not written whole is removed rather than
+ * left to be read as the report. With quiet unset, a failure says one line. */
 static int emit(const char *dest, const struct mt_report_req *req, int quiet)
 {
     char path[PATH_MAX];
@@ -77,12 +87,20 @@ static int emit(const char *dest, const struct mt_report_req *req, int quiet)
         errno = e;
         return -1;
     }
-    int rc = mt_report_write(fd, req), e = errno;
-    if (fd != 2 && close(fd) != 0 && rc == 0) {
-        rc = -1;
-        e = errno;
+    struct stat made;
+    int rc = mt_report_write(fd, req), e = errno, removed = 0;
+    if (fd != 2) {
+        int known = fstat(fd, &made) == 0;
+        if (close(fd) != 0 && rc == 0) {
+            rc = -1;
+            e = errno;
+        }
+        removed = rc != 0 && known && remove_made(path, &made);
     }
-    if (rc != 0 && !quiet) mt_say_error("cannot write the report", path, e);
+    if (rc != 0 && !quiet)
+        mt_say_error(removed ? "cannot write the whole report, removed it"
+                             : "cannot write the report",
+                     path, e);
     errno = e;
     return rc;
 }

@@ -184,6 +184,22 @@ defmodule Mtrace.ReportTest do
   @signals "expected HUP, INT, QUIT, USR1, USR2, ALRM, TERM, WINCH, URG, PROF, VTALRM or a " <>
              "real-time signal (RTMIN+n, RTMAX-n: 34 to 64), by name or number; no signal reports"
 
+  # A file size limit of one 512-byte block, with SIGXFSZ ignored: the report's writes fail
+  # with EFBIG part of the way through.
+  @tag :tmp_dir
+  test "a report that cannot be written completely is removed, with one line", %{tmp_dir: dir} do
+    file = Path.join(dir, "r.txt")
+    script = ~s(trap "" XFSZ; ulimit -f 1; exec "$0")
+    {out, 0} = run("/bin/sh", ["-c", script, bin("leaky")], [{"MTRACE_REPORT", file}])
+    assert String.starts_with?(out, "leaky: done\n")
+
+    assert said(out) == [
+             "mtrace: cannot write the whole report, removed it: #{file}: File too large"
+           ]
+
+    assert File.ls!(dir) == []
+  end
+
   @tag :tmp_dir
   test "malformed values say one line each and fall back to the defaults", %{tmp_dir: dir} do
     env = [
