@@ -133,7 +133,7 @@ int mt_path_expand(const char *tmpl, const char *prog, unsigned seq, char *out, 
 
 int mt_file_create(const char *path)
 {
-    return open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    return open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 }
 
 /* Room for "...\n" is kept at the end of the line, whatever the parts hold. */

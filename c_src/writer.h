@@ -45,8 +45,9 @@ int mt_out_flush(struct mt_out *o);
  * in cap bytes. */
 int mt_path_expand(const char *tmpl, const char *prog, unsigned seq, char *out, size_t cap);
 
-/* Creates path for writing (mode 0644 before the umask). Returns the descriptor (close-on-exec),
- * or -1 with errno set (EEXIST when anything, a link included, is there already). */
+/* Creates path for writing, mode 0600: reports and CSV rows hold heap and library addresses,
+ * which would help another user attack the process. Returns the descriptor (close-on-exec), or
+ * -1 with errno set (EEXIST when anything, a link included, is there already). */
 int mt_file_create(const char *path);
 
 /* One line on stderr, "mtrace: " and the parts, in one write(2), whatever the parts hold: a

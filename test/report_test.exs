@@ -162,6 +162,21 @@ defmodule Mtrace.ReportTest do
     refute File.exists?(victim)
   end
 
+  # They hold heap and library addresses: the owner's alone, whatever the umask.
+  @tag :tmp_dir
+  test "report and CSV files are created mode 0600", %{tmp_dir: dir} do
+    env = [
+      {"MTRACE_REPORT", Path.join(dir, "r.txt")},
+      {"MTRACE_CSV", Path.join(dir, "c.csv")},
+      {"MTRACE_CSV_AGE", "0"}
+    ]
+
+    {"leaky: done\n", 0} = run("/bin/sh", ["-c", ~s(umask 0; exec "$0"), bin("leaky")], env)
+
+    for f <- ["r.txt", "c.csv"],
+        do: assert(Bitwise.band(File.stat!(Path.join(dir, f)).mode, 0o777) == 0o600, f)
+  end
+
   @tag :tmp_dir
   test "an existing file is never truncated", %{tmp_dir: dir} do
     file = Path.join(dir, "report.txt")
