@@ -7,7 +7,8 @@ ALL_CFLAGS = -std=gnu11 -O2 -g -fPIC -fvisibility=hidden -fno-semantic-interposi
 	-fno-omit-frame-pointer $(WARN) $(ERL_CFLAGS) $(UNWIND_CFLAGS) $(CFLAGS)
 OBJS = config.o mem.o table.o stack.o recorder.o hooks.o symbols.o nif.o writer.o report.o csv.o \
 	service.o api.o snapshot.o world.o reach.o
-HDRS = config.h mem.h snapshot.h world.h reach.h table.h stack.h recorder.h symbols.h account.h writer.h report.h csv.h \
+HDRS = config.h hooks.h mem.h snapshot.h world.h reach.h table.h stack.h recorder.h symbols.h \
+	account.h writer.h report.h csv.h \
 	service.h
 LIB = ../priv/mtrace.so
 

@@ -2,14 +2,14 @@
 #define _GNU_SOURCE
 #include "config.h"
 
-#include <errno.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
+#include <sys/auxv.h>
 
 #include "table.h"
+#include "writer.h"
 
 struct mt_config mt_config = {
     .slots = 4096,
@@ -33,15 +33,11 @@ static size_t join(char *buf, size_t cap, const char *const *parts, size_t count
     return n;
 }
 
-/* One line, one write(2): stdio may allocate, and a line must not interleave with others. */
+/* Through mt_say, not stdio, which may allocate: this runs inside the first allocation. */
 static void say(const char *name, const char *value, const char *why)
 {
-    char line[512];
-    const char *parts[] = {"mtrace: ", name, "=", value, ": ", why};
-    size_t n = join(line, sizeof line - 1, parts, COUNT(parts));
-    line[n++] = '\n';
-    while (write(2, line, n) < 0 && errno == EINTR)
-        ;
+    const char *parts[] = {name, "=", value, ": ", why};
+    mt_say(parts, COUNT(parts));
 }
 
 static char *utoa(size_t v, char *end)
@@ -95,7 +91,21 @@ static const char *load_text(const char *name, char *buf, size_t cap)
     return buf;
 }
 
-/* A name with or without "SIG", or a number; 0 (no signal) when malformed. */
+/* The n of "+n" (after RTMIN) or "-n" (after RTMAX), 0 for nothing, -1 when malformed. */
+static long rt_offset(const char *s, char sign)
+{
+    char *end;
+    if (*s == '\0') return 0;
+    if (s[0] != sign || s[1] < '0' || s[1] > '9') return -1;
+    long n = strtol(s + 1, &end, 10);
+    return *end == '\0' ? n : -1;
+}
+
+/* A name with or without "SIG", or a number, of a signal that is safe to take: one whose default
+ * only ends the program, or a real-time one (SIGRTMIN is glibc's, at run time). A fault signal's
+ * handler that returns re-runs the fault (a report each time, forever), and a handler on SIGPIPE
+ * or SIGCHLD changes what the program does; those are refused, by name and by number. 0 (no
+ * signal) when refused. */
 static int load_signal(const char *name)
 {
     static const struct {
@@ -107,15 +117,38 @@ static int load_signal(const char *name)
     const char *s = getenv(name);
     if (!s) return 0;
     const char *bare = strncmp(s, "SIG", 3) == 0 ? s + 3 : s;
-    for (size_t i = 0; i < COUNT(names); i++)
-        if (strcmp(bare, names[i].name) == 0) return names[i].sig;
+    long rtmin = SIGRTMIN, rtmax = SIGRTMAX, v = -1, n;
     char *end;
-    long v = strtol(s, &end, 10);
-    if (s[0] >= '0' && s[0] <= '9' && *end == '\0' && v >= 1 && v <= 64 && v != SIGKILL &&
-        v != SIGSTOP)
-        return (int)v;
-    say(name, s, "expected a signal such as USR2, SIGUSR2 or 12; no signal reports");
+    for (size_t i = 0; i < COUNT(names); i++)
+        if (strcmp(bare, names[i].name) == 0) v = names[i].sig;
+    if (strncmp(bare, "RTMIN", 5) == 0 && (n = rt_offset(bare + 5, '+')) >= 0) v = rtmin + n;
+    if (strncmp(bare, "RTMAX", 5) == 0 && (n = rt_offset(bare + 5, '-')) >= 0) v = rtmax - n;
+    if (s[0] >= '0' && s[0] <= '9' && (v = strtol(s, &end, 10), *end != '\0')) v = -1;
+    int safe = v >= rtmin && v <= rtmax;
+    for (size_t i = 0; i < COUNT(names); i++)
+        safe = safe || v == names[i].sig;
+    if (safe) return (int)v;
+    char why[256], lo_s[24], hi_s[24];
+    const char *parts[] = {"expected HUP, INT, QUIT, USR1, USR2, ALRM, TERM, WINCH, URG, PROF, "
+                           "VTALRM or a real-time signal (RTMIN+n, RTMAX-n: ",
+                           utoa((size_t)rtmin, lo_s + sizeof lo_s), " to ",
+                           utoa((size_t)rtmax, hi_s + sizeof hi_s),
+                           "), by name or number; no signal reports"};
+    join(why, sizeof why, parts, COUNT(parts));
+    say(name, s, why);
     return 0;
+}
+
+/* In secure-execution mode (a setuid or setgid program: AT_SECURE, as glibc's secure_getenv
+ * decides) the environment is whoever started the program's: it may not name files for the
+ * program's privileges to write, and a report, even on stderr, would show that user the heap and
+ * library addresses of a privileged process. Returns nonzero, having said so, when name is set
+ * there. */
+static int refused(const char *name)
+{
+    const char *s = getauxval(AT_SECURE) ? getenv(name) : NULL;
+    if (s) say(name, s, "ignored in secure-execution mode (a setuid or setgid program)");
+    return s != NULL;
 }
 
 /* One lane per CPU the process may run on: sched_getaffinity neither allocates nor opens a file. */
@@ -145,12 +178,14 @@ void mt_config_load(void)
         say("MTRACE_UNWIND", u, "expected libunwind or fp; using libunwind");
 
     static char report[1024], csv[1024];
-    mt_config.report = load_text("MTRACE_REPORT", report, sizeof report);
-    mt_config.report_signal = load_signal("MTRACE_REPORT_SIGNAL");
+    if (!refused("MTRACE_REPORT"))
+        mt_config.report = load_text("MTRACE_REPORT", report, sizeof report);
+    if (!refused("MTRACE_REPORT_SIGNAL"))
+        mt_config.report_signal = load_signal("MTRACE_REPORT_SIGNAL");
     load_size("MTRACE_REPORT_TOP", 0, (size_t)1 << 30, &mt_config.report_top);
     load_size("MTRACE_REPORT_DEPTH", 0, MT_DEPTH_MAX, &mt_config.report_depth);
     load_size("MTRACE_REPORT_REACHABLE", 0, 1, &mt_config.report_reachable);
-    mt_config.csv = load_text("MTRACE_CSV", csv, sizeof csv);
+    if (!refused("MTRACE_CSV")) mt_config.csv = load_text("MTRACE_CSV", csv, sizeof csv);
     load_size("MTRACE_CSV_AGE", 0, (size_t)1 << 31, &mt_config.csv_age);
     load_size("MTRACE_CSV_PERIOD", 1, 86400, &mt_config.csv_period);
     load_size("MTRACE_CSV_MAX", 0, (size_t)1 << 60, &mt_config.csv_max);

@@ -2,8 +2,11 @@
  *
  * Contract
  * - mt_config_load() is called once, from the recorder's first initialisation, before any
- *   record is made. It uses getenv, sched_getaffinity and write(2) only: no malloc, no stdio, so
- *   it is safe on the hook path of the very first allocation.
+ *   record is made. It uses getenv, getauxval, sched_getaffinity and write(2) only: no malloc,
+ *   no stdio, so it is safe on the hook path of the very first allocation.
+ * - In secure-execution mode (setuid or setgid: AT_SECURE) MTRACE_REPORT, MTRACE_REPORT_SIGNAL
+ *   and MTRACE_CSV are ignored, whatever their value, with one "mtrace:" line each: no file and
+ *   no report is written on the environment's word.
  * - A malformed value prints exactly one line, "mtrace: ...", on stderr and the default is kept.
  * - After loading, mt_config is read-only: every thread may read it without a lock.
  */

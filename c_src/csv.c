@@ -70,7 +70,9 @@ static void fail(const char *what, const char *path, int err)
     failing = 1;
 }
 
-/* The file to append to, created again when it was moved or deleted, emptied when too big. */
+/* The file this process created, while the path still names it: created again (exclusively)
+ * when it was moved or deleted, emptied when too big. Anything else at the path, there before
+ * or put in its place, is never opened. */
 static int open_file(const char *path)
 {
     struct stat named, open_;
@@ -80,25 +82,16 @@ static int open_file(const char *path)
         fd = -1;
     }
     if (fd < 0) {
+        /* O_APPEND, so that the writes after an ftruncate start at the new end. */
         fd = mt_file_create(path);
-        /* Non-blocking, so that a FIFO there fails instead of waiting for a reader; setting
-         * O_APPEND below clears it. */
-        if (fd < 0 && errno == EEXIST)
-            fd = open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-        int e = 0;
-        if (fd >= 0 && fstat(fd, &open_) != 0)
-            e = errno;
-        else if (fd >= 0 && !S_ISREG(open_.st_mode))
-            e = EINVAL;
-        else if (fd >= 0 && fcntl(fd, F_SETFL, O_APPEND) != 0)
-            e = errno;
-        if (e) {
+        if (fd >= 0 && fcntl(fd, F_SETFL, O_APPEND) != 0) {
+            int e = errno;
             close(fd);
             fd = -1;
             errno = e;
         }
         if (fd < 0) {
-            fail("cannot open the CSV file", path, errno);
+            fail("cannot create the CSV file", path, errno);
             return -1;
         }
     }

@@ -8,9 +8,13 @@
  * hook and count each copy twice.
  */
 #define _GNU_SOURCE
+#include "hooks.h"
+
 #include <dlfcn.h>
 #include <errno.h>
+#include <link.h>
 #include <malloc.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,6 +34,22 @@ static int (*real_posix_memalign)(void **, size_t, size_t);
 static void *(*real_aligned_alloc)(size_t, size_t);
 static void *(*real_reallocarray)(void *, size_t, size_t);
 
+/* Each hook's own address, frame 0 of its stacks (MT_SITE). The exported name's address is read
+ * from the GOT, which in a non-PIE program that takes the function's address holds the
+ * executable's PLT entry; an alias is this file's function whatever the name resolves to. */
+#define OWN(hook) static __typeof__(hook) own_##hook __attribute__((alias(#hook), copy(hook)))
+OWN(malloc);
+OWN(calloc);
+OWN(realloc);
+OWN(reallocarray);
+OWN(posix_memalign);
+OWN(aligned_alloc);
+OWN(memalign);
+OWN(valloc);
+OWN(pvalloc);
+OWN(strdup);
+OWN(strndup);
+
 static void *original(const char *name)
 {
     int e = errno;
@@ -45,7 +65,7 @@ static void *original(const char *name)
     do {                                                                                           \
         if (!mt_enter(kind)) return call;                                                          \
         void *p_ = call;                                                                           \
-        if (!mt_alloc_skip(p_, size)) mt_alloc_slow(p_, size, &MT_SITE(hook));                     \
+        if (!mt_alloc_skip(p_, size)) mt_alloc_slow(p_, size, &MT_SITE(own_##hook));               \
         return p_;                                                                                 \
     } while (0)
 
@@ -79,7 +99,7 @@ EXPORT void *realloc(void *p, size_t n)
     }
     int had = mt_take(p, &old);
     void *q = __libc_realloc(p, n);
-    mt_realloc_done(q, n, &MT_SITE(realloc), had && n != 0, &old);
+    mt_realloc_done(q, n, &MT_SITE(own_realloc), had && n != 0, &old);
     return q;
 }
 
@@ -100,7 +120,7 @@ EXPORT void *reallocarray(void *p, size_t count, size_t n)
     }
     int had = mt_take(p, &old);
     void *q = real_reallocarray(p, count, n);
-    mt_realloc_done(q, bytes, &MT_SITE(reallocarray), had && (overflow || bytes != 0), &old);
+    mt_realloc_done(q, bytes, &MT_SITE(own_reallocarray), had && (overflow || bytes != 0), &old);
     return q;
 }
 
@@ -109,7 +129,7 @@ EXPORT int posix_memalign(void **out, size_t align, size_t n)
     if (!real_posix_memalign && !(real_posix_memalign = original("posix_memalign"))) return ENOMEM;
     if (!mt_enter(MT_POSIX_MEMALIGN)) return real_posix_memalign(out, align, n);
     int rc = real_posix_memalign(out, align, n);
-    mt_alloc_done(rc == 0 ? *out : NULL, n, &MT_SITE(posix_memalign));
+    mt_alloc_done(rc == 0 ? *out : NULL, n, &MT_SITE(own_posix_memalign));
     return rc;
 }
 
@@ -159,13 +179,89 @@ EXPORT char *strndup(const char *s, size_t max)
     ALLOCATE(MT_STRNDUP, strndup, copy(s, len), len + 1);
 }
 
-/* Starts the recorder at load time only in the copy of mtrace.so that is the process's malloc: a
- * copy dlopen'ed as a NIF alone must stay inert. The hidden alias is this file's own malloc,
- * whatever the global symbol resolves to. */
-extern void *mt_own_malloc(size_t)
-    __attribute__((alias("malloc"), copy(malloc), visibility("hidden")));
+/* The loader relocates these dynamic-section addresses in place, except in the vDSO, whose
+ * entries stay offsets from its base: an address outside the object's own segments is one. */
+static const void *dyn_ptr(const struct dl_phdr_info *info, ElfW(Addr) lo, ElfW(Addr) hi,
+                           ElfW(Addr) p)
+{
+    return (const void *)(p >= lo && p < hi ? p : info->dlpi_addr + p);
+}
 
+static const ElfW(Sym) *
+    gnu_lookup(const uint32_t *h, const ElfW(Sym) * syms, const char *strs, const char *name)
+{
+    uint32_t hash = 5381;
+    for (const char *c = name; *c; c++)
+        hash = hash * 33 + (unsigned char)*c;
+    uint32_t nbuckets = h[0], first = h[1], bloom_words = h[2];
+    const uint32_t *buckets = (const uint32_t *)((const ElfW(Addr) *)(h + 4) + bloom_words);
+    const uint32_t *chain = buckets + nbuckets;
+    for (uint32_t i = nbuckets ? buckets[hash % nbuckets] : 0; i >= first && i != 0; i++) {
+        uint32_t c = chain[i - first];
+        if ((c | 1) == (hash | 1) && strcmp(strs + syms[i].st_name, name) == 0) return &syms[i];
+        if (c & 1) break;
+    }
+    return NULL;
+}
+
+static const ElfW(Sym) *
+    sysv_lookup(const uint32_t *h, const ElfW(Sym) * syms, const char *strs, const char *name)
+{
+    uint32_t hash = 0;
+    for (const char *c = name; *c; c++) {
+        hash = (hash << 4) + (unsigned char)*c;
+        hash = (hash ^ ((hash >> 24) & 0xf0)) & 0x0fffffff;
+    }
+    const uint32_t *buckets = h + 2, *chain = buckets + h[0];
+    for (uint32_t i = h[0] ? buckets[hash % h[0]] : 0; i != 0 && i < h[1]; i = chain[i])
+        if (strcmp(strs + syms[i].st_name, name) == 0) return &syms[i];
+    return NULL;
+}
+
+/* dl_iterate_phdr's callback: stops at the first object that defines malloc and keeps where. An
+ * undefined symbol with a value (a non-PIE executable's canonical PLT entry, which dlsym returns
+ * first) is not a definition: the loader binds calls past it. */
+static int find_malloc(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    ElfW(Addr) lo = UINTPTR_MAX, hi = 0;
+    const ElfW(Dyn) *dyn = NULL;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_DYNAMIC) dyn = (const void *)(info->dlpi_addr + ph->p_vaddr);
+        if (ph->p_type != PT_LOAD) continue;
+        ElfW(Addr) start = info->dlpi_addr + ph->p_vaddr;
+        if (start < lo) lo = start;
+        if (start + ph->p_memsz > hi) hi = start + ph->p_memsz;
+    }
+    const ElfW(Sym) *syms = NULL;
+    const char *strs = NULL;
+    const uint32_t *gnu = NULL, *sysv = NULL;
+    for (; dyn && dyn->d_tag != DT_NULL; dyn++) {
+        const void *p = dyn_ptr(info, lo, hi, dyn->d_un.d_ptr);
+        if (dyn->d_tag == DT_SYMTAB) syms = p;
+        if (dyn->d_tag == DT_STRTAB) strs = p;
+        if (dyn->d_tag == DT_GNU_HASH) gnu = p;
+        if (dyn->d_tag == DT_HASH) sysv = p;
+    }
+    if (!syms || !strs || (!gnu && !sysv)) return 0;
+    const ElfW(Sym) *s =
+        gnu ? gnu_lookup(gnu, syms, strs, "malloc") : sysv_lookup(sysv, syms, strs, "malloc");
+    if (!s || s->st_shndx == SHN_UNDEF || ELF64_ST_BIND(s->st_info) == STB_LOCAL) return 0;
+    *(uintptr_t *)arg = info->dlpi_addr + s->st_value;
+    return 1;
+}
+
+int mt_interposing(void)
+{
+    uintptr_t first = 0;
+    dl_iterate_phdr(find_malloc, &first);
+    return first == (uintptr_t)own_malloc;
+}
+
+/* Starts the recorder at load time only in the copy of mtrace.so that is the process's malloc: a
+ * copy dlopen'ed as a NIF alone must stay inert. */
 __attribute__((constructor)) static void start_if_interposing(void)
 {
-    if (dlsym(RTLD_DEFAULT, "malloc") == (void *)mt_own_malloc) mt_start();
+    if (mt_interposing()) mt_start();
 }

@@ -2,7 +2,6 @@
 #define _GNU_SOURCE
 #include "service.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
@@ -11,19 +10,18 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "account.h"
 #include "config.h"
 #include "csv.h"
+#include "hooks.h"
 #include "recorder.h"
 #include "report.h"
 #include "stack.h"
 #include "writer.h"
-
-/* hooks.c's own malloc, whatever the global symbol resolves to. */
-extern void *mt_own_malloc(size_t) __attribute__((visibility("hidden")));
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int started;     /* the exit report (or CSV) is armed in this copy */
@@ -63,7 +61,16 @@ static struct mt_tally *new_base(void)
     return p == MAP_FAILED ? NULL : p;
 }
 
-/* Writes req to dest (a template or "stderr"). With quiet unset, a failure says one line. */
+/* Unlinks path if it still names the file made, not one put in its place since. */
+static int remove_made(const char *path, const struct stat *made)
+{
+    struct stat now;
+    return lstat(path, &now) == 0 && now.st_dev == made->st_dev && now.st_ino == made->st_ino &&
+           unlink(path) == 0;
+}
+
+/* Writes req to dest (a template or "stderr"). A file not written whole is removed rather than
+ * left to be read as the report. With quiet unset, a failure says one line. */
 static int emit(const char *dest, const struct mt_report_req *req, int quiet)
 {
     char path[PATH_MAX];
@@ -80,12 +87,20 @@ static int emit(const char *dest, const struct mt_report_req *req, int quiet)
         errno = e;
         return -1;
     }
-    int rc = mt_report_write(fd, req), e = errno;
-    if (fd != 2 && close(fd) != 0 && rc == 0) {
-        rc = -1;
-        e = errno;
+    struct stat made;
+    int rc = mt_report_write(fd, req), e = errno, removed = 0;
+    if (fd != 2) {
+        int known = fstat(fd, &made) == 0;
+        if (close(fd) != 0 && rc == 0) {
+            rc = -1;
+            e = errno;
+        }
+        removed = rc != 0 && known && remove_made(path, &made);
     }
-    if (rc != 0 && !quiet) mt_say_error("cannot write the report", path, e);
+    if (rc != 0 && !quiet)
+        mt_say_error(removed ? "cannot write the whole report, removed it"
+                             : "cannot write the report",
+                     path, e);
     errno = e;
     return rc;
 }
@@ -96,11 +111,24 @@ static const char *exit_destination(void)
     return r && strcmp(r, "none") != 0 ? r : NULL;
 }
 
+/* "on SIGUSR2"; a real-time signal has no abbreviation (sigabbrev_np gives NULL) and is named
+ * from SIGRTMIN, which glibc sets at run time: "on SIGRTMIN+6". */
+static void name_signal(int sig, char *when, size_t cap)
+{
+    if (sig < SIGRTMIN) {
+        strcpy(when, "on SIG");
+        strncat(when, sigabbrev_np(sig), cap - strlen(when) - 1);
+    } else {
+        mt_path_expand(sig > SIGRTMIN ? "on SIGRTMIN+%s" : "on SIGRTMIN", prog,
+                       (unsigned)(sig - SIGRTMIN), when, cap);
+    }
+}
+
 static void signal_report(void)
 {
-    char when[32] = "on SIG", since[32] = "start";
+    char when[32], since[32] = "start";
     pthread_mutex_lock(&lock);
-    strncat(when, sigabbrev_np(mt_config.report_signal), sizeof when - strlen(when) - 1);
+    name_signal(mt_config.report_signal, when, sizeof when);
     if (signal_prev) mt_path_expand("report %s", prog, signal_prev, since, sizeof since);
     const char *r = mt_config.report;
     struct mt_report_req req = {
@@ -223,8 +251,7 @@ static void start(void)
 __attribute__((constructor)) static void boot(void)
 {
     /* Only the copy that is the process's malloc (see hooks.c's constructor). */
-    if (!mt_active() && (dlsym(RTLD_DEFAULT, "malloc") != (void *)mt_own_malloc || !mt_start()))
-        return;
+    if (!mt_active() && (!mt_interposing() || !mt_start())) return;
     if (!mt_config.report && !mt_config.report_signal && !mt_config.csv) return;
     mt_guard_hold();
     pthread_mutex_lock(&lock);

@@ -14,7 +14,8 @@
  *   never inherits it held. A forked child has no background thread: it writes its own exit
  *   report (its own pid in the name), or none with MTRACE_FORK=none, and no CSV.
  * - Configured destinations that cannot be written give one "mtrace:" line on stderr per report;
- *   the program runs on. The C API returns errors instead (-1 and errno), without a line.
+ *   the program runs on. The C API returns errors instead (-1 and errno), without a line. A
+ *   report file that could not be written whole (a full disk, a file size limit) is removed.
  * - The C API may be called from any thread, never from a signal handler or an allocation hook.
  */
 #ifndef MTRACE_SERVICE_H

@@ -133,19 +133,50 @@ int mt_path_expand(const char *tmpl, const char *prog, unsigned seq, char *out, 
 
 int mt_file_create(const char *path)
 {
-    return open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    return open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+}
+
+/* Room for "...\n" is kept at the end of the line, whatever the parts hold. */
+void mt_say(const char *const *parts, size_t count)
+{
+    static const char hex[] = "0123456789abcdef";
+    char line[MT_SAY_LINE];
+    size_t n = 8, room = sizeof line - 4;
+    memcpy(line, "mtrace: ", n);
+    for (size_t i = 0; i < count && n <= room; i++) {
+        size_t used = 0;
+        for (const unsigned char *c = (const unsigned char *)parts[i]; *c; c++) {
+            char e[4] = {(char)*c, '\\', hex[*c >> 4], hex[*c & 15]};
+            size_t k = 1;
+            if (*c == '\\') {
+                k = 2;
+            } else if (*c < 0x20 || *c >= 0x7f) {
+                e[0] = '\\';
+                e[1] = 'x';
+                k = 4;
+            }
+            if (used + k > MT_SAY_PART || n + k > room) {
+                memcpy(line + n, "...", 3);
+                n += 3;
+                break;
+            }
+            memcpy(line + n, e, k);
+            n += k;
+            used += k;
+        }
+    }
+    line[n++] = '\n';
+    for (size_t done = 0; done < n;) {
+        ssize_t w = write(2, line + done, n - done);
+        if (w > 0)
+            done += (size_t)w;
+        else if (w == 0 || errno != EINTR)
+            break;
+    }
 }
 
 void mt_say_error(const char *what, const char *path, int err)
 {
-    struct mt_out o;
-    mt_out_init(&o, 2);
-    mt_out_str(&o, "mtrace: ");
-    mt_out_str(&o, what);
-    mt_out_str(&o, ": ");
-    mt_out_str(&o, path);
-    mt_out_str(&o, ": ");
-    mt_out_str(&o, strerror(err));
-    mt_out_str(&o, "\n");
-    mt_out_flush(&o);
+    const char *parts[] = {what, ": ", path, ": ", strerror(err)};
+    mt_say(parts, sizeof parts / sizeof parts[0]);
 }

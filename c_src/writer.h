@@ -1,8 +1,12 @@
 /* writer.h: buffered text output to a file descriptor, and the creation of mtrace's own files.
  *
  * Contract
- * - Never on the hook path. Output goes through write(2) alone: no stdio (which may allocate and
- *   shares its buffers with the program) and no malloc; the buffer lives inside struct mt_out.
+ * - Never on the hook path, but for mt_say(), which config.c calls from the first allocation
+ *   (its line is on the stack, 1 KiB). Output goes through write(2) alone: no stdio (which may
+ *   allocate and shares its buffers with the program) and no malloc; the buffer lives inside
+ *   struct mt_out.
+ * - Every "mtrace:" message that quotes a variable's value or a path goes through mt_say(), so
+ *   that the value can neither break the line nor put control bytes on the terminal.
  * - Not thread safe: one struct mt_out belongs to one thread at a time.
  * - Errors stick: the first failing write(2) stores its errno in err and every later call does
  *   nothing, so a caller checks once, with mt_out_flush().
@@ -41,11 +45,19 @@ int mt_out_flush(struct mt_out *o);
  * in cap bytes. */
 int mt_path_expand(const char *tmpl, const char *prog, unsigned seq, char *out, size_t cap);
 
-/* Creates path for writing (mode 0644 before the umask). Returns the descriptor (close-on-exec),
- * or -1 with errno set (EEXIST when anything, a link included, is there already). */
+/* Creates path for writing, mode 0600: reports and CSV rows hold heap and library addresses,
+ * which would help another user attack the process. Returns the descriptor (close-on-exec), or
+ * -1 with errno set (EEXIST when anything, a link included, is there already). */
 int mt_file_create(const char *path);
 
-/* One line "mtrace: <what>: <path>: <strerror(err)>" on stderr, in one write(2). */
+/* One line on stderr, "mtrace: " and the parts, in one write(2), whatever the parts hold: a
+ * backslash is written \\, a byte below 0x20, 0x7f or above it \xNN, and a part is cut with
+ * "..." at MT_SAY_PART bytes (escapes counted), the line at MT_SAY_LINE. */
+#define MT_SAY_PART 200
+#define MT_SAY_LINE 1024
+void mt_say(const char *const *parts, size_t count);
+
+/* mt_say of "<what>: <path>: <strerror(err)>". */
 void mt_say_error(const char *what, const char *path, int err);
 
 #endif

@@ -1,7 +1,7 @@
 defmodule Mtrace.CsvTest do
   # The CSV export (MTRACE_CSV), from test/report/csvprog: rows loaded into sqlite3 and checked
   # against what the program did; names that need RFC 4180 quoting; a file moved, deleted,
-  # restarted past MTRACE_CSV_MAX, or replaced by a symbolic link.
+  # restarted past MTRACE_CSV_MAX; a file or a symbolic link already at the path.
   use ExUnit.Case, async: true
   import Mtrace.Test.Report
 
@@ -103,6 +103,16 @@ defmodule Mtrace.CsvTest do
   end
 
   @tag :tmp_dir
+  test "an existing file is never written or emptied: one line, no CSV", %{tmp_dir: dir} do
+    file = Path.join(dir, "keep.txt")
+    File.write!(file, "data\n")
+    # Three passes or more, each past MTRACE_CSV_MAX if it had written anything.
+    {out, 0} = run(bin("csvprog"), ["25"], env(file, [{"MTRACE_CSV_MAX", "10"}]))
+    assert said(out) == ["mtrace: cannot create the CSV file: #{file}: File exists"]
+    assert File.read!(file) == "data\n"
+  end
+
+  @tag :tmp_dir
   test "a symbolic link at the path is refused, once, and its target untouched", %{tmp_dir: dir} do
     victim = Path.join(dir, "victim")
     File.write!(victim, "precious")
@@ -111,7 +121,7 @@ defmodule Mtrace.CsvTest do
     # Three passes or more, one line.
     {out, 0} = run(bin("csvprog"), ["25"], env(link))
     assert [line] = said(out)
-    assert line == "mtrace: cannot open the CSV file: #{link}: Too many levels of symbolic links"
+    assert line == "mtrace: cannot create the CSV file: #{link}: File exists"
     assert File.read!(victim) == "precious"
   end
 end

@@ -86,6 +86,17 @@ defmodule Mtrace.RunTest do
     assert File.read!(Path.join(dir, "out.csv")) =~ ~r/^event,time,address,size,/
   end
 
+  # Debian's python3 is not a PIE and takes malloc's address (see nopie.c).
+  if !File.exists?("/usr/bin/python3"), do: @tag(skip: "/usr/bin/python3 is not installed")
+  @tag :tmp_dir
+  test "a report of /usr/bin/python3", %{tmp_dir: dir} do
+    file = Path.join(dir, "python.txt")
+    {"", 0} = mtrace(["run", "-o", file, "--", "/usr/bin/python3", "-c", "pass"])
+    r = report!(File.read!(file))
+    assert r.prog == "python3" and r.complete
+    assert r.calls["malloc"] > 0
+  end
+
   test "usage errors exit 2 with one line" do
     assert {"mtrace: no command to run (see mtrace --help)\n", 2} = mtrace(["run"])
     assert {"mtrace: --top needs a value (see mtrace --help)\n", 2} = mtrace(["run", "--top"])

@@ -91,6 +91,21 @@ defmodule Mtrace.ReportTest do
     assert {r.dropped, r.stacks_dropped, r.unmatched_frees} == {0, 0, 0}
   end
 
+  # The executable's canonical malloc (its PLT entry) is what dlsym finds first, and what
+  # &malloc gives inside mtrace: mtrace must still see that the loader binds malloc to it.
+  @tag :tmp_dir
+  test "a non-PIE program that calls malloc through a pointer is traced", %{tmp_dir: dir} do
+    {out, 0} = run(bin("nopie"), [], [{"MTRACE_REPORT", Path.join(dir, "r.txt")}])
+    assert out == "nopie: done\n"
+    r = report!(File.read!(Path.join(dir, "r.txt")))
+    site = site!(r, "leak_nopie")
+    assert {site.bytes, site.blocks} == {777, 1}
+
+    # Frame 0 is mtrace's malloc, not the executable's PLT entry that malloc's address names there.
+    assert [{"malloc", lib}, {"leak_nopie", prog} | _] = site.frames
+    assert {lib, prog} == {so(), bin("nopie")}
+  end
+
   @tag :tmp_dir
   test "blocks the table has no room for still count in the total and the peak", %{tmp_dir: dir} do
     # 16 slots hold leaky's own blocks; 40 more leaked 16-byte blocks do not fit.
@@ -179,6 +194,21 @@ defmodule Mtrace.ReportTest do
     refute File.exists?(victim)
   end
 
+  # They hold heap and library addresses: the owner's alone, whatever the umask.
+  @tag :tmp_dir
+  test "report and CSV files are created mode 0600", %{tmp_dir: dir} do
+    env = [
+      {"MTRACE_REPORT", Path.join(dir, "r.txt")},
+      {"MTRACE_CSV", Path.join(dir, "c.csv")},
+      {"MTRACE_CSV_AGE", "0"}
+    ]
+
+    {"leaky: done\n", 0} = run("/bin/sh", ["-c", ~s(umask 0; exec "$0"), bin("leaky")], env)
+
+    for f <- ["r.txt", "c.csv"],
+        do: assert(Bitwise.band(File.stat!(Path.join(dir, f)).mode, 0o777) == 0o600, f)
+  end
+
   @tag :tmp_dir
   test "an existing file is never truncated", %{tmp_dir: dir} do
     file = Path.join(dir, "report.txt")
@@ -198,6 +228,25 @@ defmodule Mtrace.ReportTest do
              ~r"^mtrace: cannot create the report file: /nonexistent/dir/\d+\.txt: No such file"
   end
 
+  @signals "expected HUP, INT, QUIT, USR1, USR2, ALRM, TERM, WINCH, URG, PROF, VTALRM or a " <>
+             "real-time signal (RTMIN+n, RTMAX-n: 34 to 64), by name or number; no signal reports"
+
+  # A file size limit of one 512-byte block, with SIGXFSZ ignored: the report's writes fail
+  # with EFBIG part of the way through.
+  @tag :tmp_dir
+  test "a report that cannot be written completely is removed, with one line", %{tmp_dir: dir} do
+    file = Path.join(dir, "r.txt")
+    script = ~s(trap "" XFSZ; ulimit -f 1; exec "$0")
+    {out, 0} = run("/bin/sh", ["-c", script, bin("leaky")], [{"MTRACE_REPORT", file}])
+    assert String.starts_with?(out, "leaky: done\n")
+
+    assert said(out) == [
+             "mtrace: cannot write the whole report, removed it: #{file}: File too large"
+           ]
+
+    assert File.ls!(dir) == []
+  end
+
   @tag :tmp_dir
   test "malformed values say one line each and fall back to the defaults", %{tmp_dir: dir} do
     env = [
@@ -215,13 +264,75 @@ defmodule Mtrace.ReportTest do
              "mtrace: MTRACE_CSV_PERIOD=0: expected a whole number from 1 to 86400; using 10",
              "mtrace: MTRACE_FORK=maybe: expected report or none; using report",
              "mtrace: MTRACE_REPORT_DEPTH=999: expected a whole number from 0 to 128; using 0",
-             "mtrace: MTRACE_REPORT_SIGNAL=SIGNOPE: expected a signal such as USR2, SIGUSR2 or 12; no signal reports",
+             "mtrace: MTRACE_REPORT_SIGNAL=SIGNOPE: #{@signals}",
              "mtrace: MTRACE_REPORT_TOP=lots: expected a whole number from 0 to 1073741824; using 0"
            ]
 
     r = report!(File.read!(Path.join(dir, "r.txt")))
     assert r.more == nil
     assert Enum.all?(r.sites, &(length(&1.frames) >= 3))
+  end
+
+  test "a message is one line: unprintable bytes escaped, long values cut" do
+    env = [
+      {"MTRACE_REPORT_TOP", "a\nb\x01\\c\x7fé"},
+      {"MTRACE_SLOTS", String.duplicate("9", 5000)},
+      {"MTRACE_REPORT", "/nonexistent/a\tb\n%p"}
+    ]
+
+    {out, 0} = run(bin("leaky"), [], env)
+    assert [_, _, _] = said(out)
+    assert String.split(out, "\n", trim: true) -- said(out) == ["leaky: done"]
+
+    assert ("mtrace: MTRACE_REPORT_TOP=a\\x0ab\\x01\\\\c\\x7f\\xc3\\xa9: expected a whole number " <>
+              "from 0 to 1073741824; using 0") in said(out)
+
+    assert ("mtrace: MTRACE_SLOTS=#{String.duplicate("9", 200)}...: expected a whole number " <>
+              "from 16 to 1073741824; using 4096") in said(out)
+
+    assert Enum.any?(
+             said(out),
+             &(&1 =~
+                 ~r"^mtrace: cannot create the report file: /nonexistent/a\\x09b\\x0a\d+: No such")
+           )
+  end
+
+  # bin/linked has mtrace.so as a dependency (a setuid program ignores LD_PRELOAD paths). Owned
+  # by nobody, set-user-ID and run by root, it runs in secure-execution mode (AT_SECURE: its
+  # effective uid is not its real one), in a directory it could write to.
+  if elem(System.cmd("id", ["-u"]), 0) != "0\n", do: @tag(skip: "needs root, for chown")
+  @tag :tmp_dir
+  test "a setuid program writes no file and says that the variables are ignored",
+       %{tmp_dir: dir} do
+    prog = Path.join(dir, "linked")
+    File.cp!(bin("linked"), prog)
+    {_, 0} = System.cmd("chown", ["nobody", prog])
+    File.chmod!(prog, 0o4755)
+    out = Path.join(dir, "out")
+    File.mkdir!(out)
+    File.chmod!(out, 0o777)
+
+    env = [
+      {"LD_PRELOAD", nil},
+      {"MTRACE_REPORT", Path.join(out, "r.txt")},
+      {"MTRACE_CSV", Path.join(out, "c.csv")},
+      {"MTRACE_REPORT_SIGNAL", "USR2"}
+    ]
+
+    {text, 0} = run(prog, [], env, cd: out)
+    ignored = ": ignored in secure-execution mode (a setuid or setgid program)"
+
+    assert Enum.sort(said(text)) == [
+             "mtrace: MTRACE_CSV=#{out}/c.csv" <> ignored,
+             "mtrace: MTRACE_REPORT=#{out}/r.txt" <> ignored,
+             "mtrace: MTRACE_REPORT_SIGNAL=USR2" <> ignored
+           ]
+
+    assert File.ls!(out) == []
+    # Not setuid, the same program writes both files: the library is there and working.
+    File.chmod!(prog, 0o755)
+    {"linked: done\n", 0} = run(prog, [], env, cd: out)
+    assert Enum.sort(File.ls!(out)) == ["c.csv", "r.txt"]
   end
 
   @tag :tmp_dir
@@ -306,6 +417,61 @@ defmodule Mtrace.ReportTest do
 
     assert [r1.live, r2.live, r3.live] == [{3000, 3}, {1500, 2}, {0, 0}]
     assert Enum.all?([r1, r2, r3], &(&1.peak == 3000))
+  end
+
+  # glibc has no abbreviation for a real-time signal (sigabbrev_np gives NULL).
+  @tag :tmp_dir
+  test "a real-time signal writes reports and names itself from SIGRTMIN", %{tmp_dir: dir} do
+    {out, 0} = run(bin("sigprog"), [], [{"MTRACE_REPORT_SIGNAL", "40"}], cd: dir)
+    assert out == "sigprog: done\n"
+    reports = memlogs(dir, "sigprog-*-*.memlog")
+
+    assert Enum.map(reports, & &1.title) == [
+             "on SIGRTMIN+6, changes since start",
+             "on SIGRTMIN+6, changes since report 1",
+             "on SIGRTMIN+6, changes since report 2"
+           ]
+
+    assert changes(hd(reports)) == %{"signal_a" => {3000, 3, {3000, 3}, {0, 0}}}
+  end
+
+  # The signals whose handlers a process has (SigCgt in /proc/PID/status), but glibc's own (32
+  # and 33, set up when a thread starts).
+  defp caught(status) do
+    [_, mask] = Regex.run(~r/^SigCgt:\s+([0-9a-f]+)$/m, status)
+    mask = String.to_integer(mask, 16)
+
+    for sig <- Enum.to_list(1..31) ++ Enum.to_list(34..64),
+        Bitwise.band(mask, Bitwise.bsl(1, sig - 1)) != 0,
+        do: sig
+  end
+
+  # A handler on a fault signal that returns re-runs the fault (a report each time, forever);
+  # one on SIGPIPE or SIGCHLD changes what the program does. glibc's SIGRTMIN is 34 here.
+  test "report signals are the safe ones only, by name or number" do
+    accepted = [{"40", 40}, {"SIGRTMIN+6", 40}, {"RTMIN", 34}, {"RTMAX", 64}, {"RTMAX-2", 62}]
+
+    for {value, sig} <- accepted ++ [{"12", 12}, {"SIGHUP", 1}, {"VTALRM", 26}] do
+      {out, 0} = run("cat", ["/proc/self/status"], [{"MTRACE_REPORT_SIGNAL", value}])
+      assert {said(out), caught(out)} == {[], [sig]}, value
+    end
+
+    for value <-
+          ~w(11 13 4 7 8 5 6 31 17 9 19 SEGV PIPE SIGKILL 0 65 33 USR3 RTMIN+31 RTMAX-x 12x) do
+      {out, 0} = run("cat", ["/proc/self/status"], [{"MTRACE_REPORT_SIGNAL", value}])
+      assert [line] = said(out)
+      assert line =~ "mtrace: MTRACE_REPORT_SIGNAL=#{value}: expected HUP, INT, "
+      assert caught(out) == [], value
+    end
+
+    # SIGPIPE keeps its default action: yes dies quietly once head has its line (the test node
+    # ignores SIGPIPE, and so would its children).
+    {out, 0} =
+      run("env", ["--default-signal=PIPE", "sh", "-c", "yes | head -1"], [
+        {"MTRACE_REPORT_SIGNAL", "13"}
+      ])
+
+    assert String.split(out, "\n", trim: true) -- said(out) == ["y"]
   end
 
   # strace shows which thread does what: the main thread sends itself the signal and runs the

@@ -1,6 +1,7 @@
-/* sigprog: three phases, each ended by kill(getpid(), SIGUSR2) (MTRACE_REPORT_SIGNAL=USR2); after
- * each it sits idle, sleeping, until its report <prog>-<pid>-<n>.memlog in the current
- * directory is complete. Expected changes per report:
+/* sigprog: three phases, each ended by kill(getpid(), SIGUSR2) (MTRACE_REPORT_SIGNAL=USR2), or
+ * by the signal MTRACE_REPORT_SIGNAL gives when it is a number; after each it sits idle,
+ * sleeping, until its report <prog>-<pid>-<n>.memlog in the current directory is complete.
+ * Expected changes per report:
  *   1: signal_a +3000 bytes, +3 blocks
  *   2: signal_a -2000, -2 (its blocks freed), signal_b +500, +1; signal_churn allocates and
  *      frees 2 x 64 bytes: in the totals, not in the list
@@ -73,9 +74,16 @@ static int complete(unsigned n)
     return strstr(text, end) != NULL;
 }
 
+static int report_signal(void)
+{
+    const char *s = getenv("MTRACE_REPORT_SIGNAL");
+    int sig = s ? atoi(s) : 0;
+    return sig > 0 ? sig : SIGUSR2;
+}
+
 static void report_and_wait(unsigned n)
 {
-    kill(getpid(), SIGUSR2);
+    kill(getpid(), report_signal());
     struct timespec pause = {0, 10 * 1000 * 1000};
     for (int i = 0; i < 1000; i++) {
         if (complete(n)) return;
