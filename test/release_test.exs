@@ -71,6 +71,8 @@ defmodule Mtrace.ReleaseTest do
     assert report.nif == mtrace_so
     assert report.stats.preloaded == true
     assert report.stats.malloc_cnt > 0
+    # rel/env.sh.eex routes the NIF API to malloc: the node sees enif_alloc and resources.
+    assert report.stats.nif_alloc_visible and report.stats.resources_visible
 
     assert [{_age, @leak_size, address, _ns, stack}] = report.records
     assert address == report.address

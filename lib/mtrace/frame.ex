@@ -22,3 +22,18 @@ defmodule Mtrace.Frame do
           offset: non_neg_integer() | nil
         }
 end
+
+defimpl Inspect, for: Mtrace.Frame do
+  # One line a frame, as valgrind prints one: the function, then where its code is. The fields
+  # are all still there: frame.library, frame.offset, ...
+  def inspect(%{function: function, library: library, offset: offset, address: address}, _opts) do
+    where =
+      if library,
+        do: "#{Path.basename(library)}+#{hex(offset)}",
+        else: hex(address)
+
+    "#Mtrace.Frame<#{function || "??"} #{where}>"
+  end
+
+  defp hex(n), do: "0x" <> String.downcase(Integer.to_string(n, 16))
+end

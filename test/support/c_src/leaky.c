@@ -67,6 +67,12 @@ NAMED void *leak_strndup(size_t n)
     return strndup(text, n - 1);
 }
 
+/* Through the NIF API: seen only when the VM hands driver_alloc to malloc (+MRe false). */
+NAMED void *leak_enif_alloc(size_t n)
+{
+    return enif_alloc(n);
+}
+
 static const struct {
     const char *name;
     void *(*fn)(size_t);
@@ -83,6 +89,7 @@ static const struct {
     {"strdup", leak_strdup},
     {"strndup", leak_strndup},
     {"cxx_new", leaky_cxx_new},
+    {"enif_alloc", leak_enif_alloc},
 };
 
 /* alloc(kind, size) -> address */
@@ -102,7 +109,7 @@ static ERL_NIF_TERM nif_alloc(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
     return enif_make_badarg(env);
 }
 
-/* release(kind, address): free, or delete[] for blocks from cxx_new */
+/* release(kind, address): free, delete[] for blocks from cxx_new, enif_free for enif_alloc */
 static ERL_NIF_TERM nif_release(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     char kind[32];
@@ -113,6 +120,8 @@ static ERL_NIF_TERM nif_release(ErlNifEnv *env, int argc, const ERL_NIF_TERM arg
         return enif_make_badarg(env);
     if (strcmp(kind, "cxx_new") == 0)
         leaky_cxx_delete((void *)(uintptr_t)addr);
+    else if (strcmp(kind, "enif_alloc") == 0)
+        enif_free((void *)(uintptr_t)addr);
     else
         free((void *)(uintptr_t)addr);
     return enif_make_atom(env, "ok");
