@@ -362,34 +362,36 @@ static void mark_from_roots(struct ctx *c, uintptr_t own_lo, uintptr_t own_hi)
     drain(c);
 }
 
-/* Reads block i (not queued) with the context's current rule. */
-static void read_block(struct ctx *c, size_t i)
-{
-    c->work[c->nwork++] = i;
-    drain(c);
-}
-
 /* Lost blocks: direct when no other lost block points to them, indirect otherwise; cycles of
- * lost blocks that nothing else points to get their lowest block called direct. */
+ * lost blocks that nothing else points to get their lowest block called direct. Each step queues
+ * all its blocks at once, so that they are read in batches. */
 static void classify_lost(struct ctx *c)
 {
     const struct mt_snapshot *s = c->s;
-    for (size_t i = 0; i < s->heap; i++)
-        if (c->st[i] == UNSEEN) c->st[i] = LOST;
     c->from = LOST;
     c->from2 = POINTED;
     c->target = POINTED;
     c->push = 0;
     for (size_t i = 0; i < s->heap; i++)
-        if (c->st[i] == LOST || c->st[i] == POINTED) read_block(c, i);
-    for (int pass = 0; pass < 2; pass++)
-        for (size_t i = 0; i < s->heap; i++) {
-            if (c->st[i] != (pass == 0 ? LOST : POINTED)) continue;
+        if (c->st[i] == UNSEEN) {
+            c->st[i] = LOST;
+            c->work[c->nwork++] = i;
+        }
+    drain(c);
+    c->from = c->from2 = POINTED;
+    c->target = MT_REACH_INDIRECT;
+    c->push = 1;
+    for (size_t i = 0; i < s->heap; i++)
+        if (c->st[i] == LOST) {
             c->st[i] = MT_REACH_DIRECT;
-            c->from = c->from2 = POINTED;
-            c->target = MT_REACH_INDIRECT;
-            c->push = 1;
-            read_block(c, i);
+            c->work[c->nwork++] = i;
+        }
+    drain(c);
+    for (size_t i = 0; i < s->heap; i++)
+        if (c->st[i] == POINTED) {
+            c->st[i] = MT_REACH_DIRECT;
+            c->work[c->nwork++] = i;
+            drain(c);
         }
 }
 
