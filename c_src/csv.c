@@ -1,9 +1,10 @@
 /* csv.c: the CSV export (see csv.h).
  *
- * What earlier passes wrote is kept as a sorted array of blocks; each pass collects the blocks
- * old enough now, sorts them the same way and walks both arrays together: a block only in the
- * new array is an alloc row, one only in the old array a free row. The new array then replaces
- * the old, since every block old enough now has been written.
+ * What earlier passes wrote is kept as an array of blocks sorted by address; each pass keeps the
+ * blocks old enough now from a snapshot (sorted the same way, one record per address) and walks
+ * both arrays together: a block only in the new array is an alloc row, one only in the old array
+ * a free row. The new array then replaces the old, since every block old enough now has been
+ * written.
  */
 #define _GNU_SOURCE
 #include "csv.h"
@@ -20,15 +21,13 @@
 #include "config.h"
 #include "recorder.h"
 #include "report.h"
+#include "snapshot.h"
 #include "stack.h"
-#include "table.h"
 #include "writer.h"
 
 struct blocks {
     struct mt_record *v;
-    size_t n, cap;
-    uint64_t cutoff_ns; /* allocated at or before this, or not collected */
-    int failed;
+    size_t n;
 };
 
 static struct blocks written;
@@ -38,30 +37,25 @@ static uint64_t wall_offset;
 
 static const char header[] = "event,time,address,size,allocated,tid,kind,stack_id,stack,weight\r\n";
 
-static int order(const void *pa, const void *pb)
+static int order(const struct mt_record *a, const struct mt_record *b)
 {
-    const struct mt_record *a = pa, *b = pb;
     if (a->addr != b->addr) return a->addr < b->addr ? -1 : 1;
     if (a->time_ns != b->time_ns) return a->time_ns < b->time_ns ? -1 : 1;
     if (a->size != b->size) return a->size < b->size ? -1 : 1;
     return a->stack < b->stack ? -1 : a->stack > b->stack;
 }
 
-static void collect(const struct mt_record *r, void *arg)
+/* The snapshot's blocks allocated at or before cutoff_ns, in its order; 0, or -1 when memory
+ * runs short. */
+static int collect(const struct mt_snapshot *snap, uint64_t cutoff_ns, struct blocks *b)
 {
-    struct blocks *b = arg;
-    if (r->time_ns > b->cutoff_ns || b->failed) return;
-    if (b->n == b->cap) {
-        size_t cap = b->cap ? 2 * b->cap : 1024;
-        struct mt_record *v = realloc(b->v, cap * sizeof *v);
-        if (!v) {
-            b->failed = 1;
-            return;
-        }
-        b->v = v;
-        b->cap = cap;
-    }
-    b->v[b->n++] = *r;
+    size_t n = 0;
+    for (size_t i = 0; i < snap->n; i++)
+        n += snap->rec[i].time_ns <= cutoff_ns;
+    if (n && !(b->v = malloc(n * sizeof *b->v))) return -1;
+    for (size_t i = 0; i < snap->n; i++)
+        if (snap->rec[i].time_ns <= cutoff_ns) b->v[b->n++] = snap->rec[i];
+    return 0;
 }
 
 static void fail(const char *what, const char *path, int err)
@@ -173,14 +167,18 @@ void mt_csv_pass(const char *prog)
     if (!wall_offset) wall_offset = mt_now_ns(CLOCK_REALTIME) - mono;
     uint64_t wall = mono + wall_offset;
     uint64_t age = (uint64_t)mt_config.csv_age * 1000000000u;
-    struct blocks now = {.cutoff_ns = mono > age ? mono - age : 0};
-    mt_table_each(collect, &now);
-    if (now.failed || open_file(path) != 0) {
+    struct blocks now = {0};
+    struct mt_snapshot snap;
+    int failed = mt_snapshot_take(&snap) != 0;
+    if (!failed) {
+        failed = collect(&snap, mono > age ? mono - age : 0, &now) != 0;
+        mt_snapshot_drop(&snap);
+    }
+    if (failed || open_file(path) != 0) {
         free(now.v);
         mt_guard_release();
         return;
     }
-    qsort(now.v, now.n, sizeof *now.v, order);
 
     struct mt_out o;
     mt_out_init(&o, fd);
