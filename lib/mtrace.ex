@@ -92,7 +92,7 @@ defmodule Mtrace do
   A block is lost when no pointer to it, or into it, is left anywhere the program can look:
   the data of its libraries, thread stacks and registers, the VM's own memory (process heaps,
   ETS), or another block that is itself reachable. To find out, mtrace stops the node's other
-  threads for a moment (`pause_ns` in the third element of `leaks_info/1`), copies its table of
+  threads for a moment (`leaks_info/1` says how long: `pause_ns`), copies its table of
   live blocks, and marks everything reachable from those roots, reading memory as
   LeakSanitizer and the Boehm collector do (a conservative mark: any word that looks like a
   pointer counts). What is left unmarked is lost: `direct_blocks` are lost blocks nothing
