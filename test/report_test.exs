@@ -123,6 +123,32 @@ defmodule Mtrace.ReportTest do
   end
 
   @tag :tmp_dir
+  test "stdio's buffer, static data, thread-locals and a waiting thread's stack keep their blocks; the rest is lost as LSan says",
+       %{tmp_dir: dir} do
+    {lsan, _} = run(bin("reachprog_lsan"), [], [{"LD_PRELOAD", nil}])
+    [_, bytes, blocks] = Regex.run(~r/LeakSanitizer: (\d+) byte\(s\) leaked in (\d+) alloc/, lsan)
+
+    {out, 0} =
+      run(bin("reachprog"), [], [
+        {"MTRACE_REPORT", Path.join(dir, "r.txt")},
+        {"MTRACE_REPORT_REACHABLE", "1"}
+      ])
+
+    assert out == "reachprog: done\n"
+    r = report!(File.read!(Path.join(dir, "r.txt")))
+    assert r.live == {String.to_integer(bytes), String.to_integer(blocks)}
+    assert r.live == {2192, 6} and r.lost == {3, 3}
+    by_fun = fn sites -> Map.new(sites, &{Enum.at(names(&1), 1), {&1.bytes, &1.blocks}}) end
+    assert Enum.sort(Map.values(by_fun.(r.sites))) == [{192, 4}, {1000, 1}]
+
+    kept = r.reachable_sites |> Enum.map(&{&1.bytes, Enum.at(names(&1), 1)})
+    # stdout's buffer (glibc's _IO_file_doallocate), the static and thread-local pointers of
+    # main, and the block on the stack of the thread that waits while the process exits.
+    assert {4096, "_IO_file_doallocate"} in kept
+    assert {111, "keep"} in kept and {222, "keep"} in kept and {333, "keep"} in kept
+  end
+
+  @tag :tmp_dir
   test "the lost bytes at exit are LeakSanitizer's, and the runtime's blocks are reachable",
        %{tmp_dir: dir} do
     {lsan, _} = run(bin("leaky_lsan"), [], [{"LD_PRELOAD", nil}])
