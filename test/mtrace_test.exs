@@ -127,6 +127,26 @@ defmodule MtraceTest do
     Enum.each(addresses, &Leaky.release(:malloc, &1))
   end
 
+  test "olds takes library: and min_age:, and filters before it counts n" do
+    address = Leaky.alloc(:malloc, 4321)
+    ours = fn opts -> Enum.filter(Mtrace.olds(1_000_000, opts), &(elem(&1, 2) == address)) end
+    in_leaky? = fn {_, _, _, _, stack} -> Enum.any?(stack, &(&1 && elem(&1, 0) =~ "leaky.so")) end
+
+    listed = Mtrace.olds(1_000_000, library: "leaky.so")
+    assert [{_, 4321, ^address, _, _}] = Enum.filter(listed, &(elem(&1, 2) == address))
+    assert Enum.all?(listed, in_leaky?)
+
+    # The VM's own blocks are older, but with the filter n counts only the NIF's.
+    assert [oldest] = Mtrace.olds(1, library: "leaky.so")
+    assert in_leaky?.(oldest)
+    assert Mtrace.olds(1_000, library: "no-such-library") == []
+    assert ours.(library: "leaky.so", min_age: 3600) == []
+    Process.sleep(1100)
+    assert [{age, 4321, ^address, _, _}] = ours.(library: "leaky.so", min_age: 1)
+    assert age >= 1.0
+    Leaky.release(:malloc, address)
+  end
+
   test "reset empties the table and returns how many records it cleared" do
     addresses = for _ <- 1..50, do: Leaky.alloc(:malloc, 4242)
     assert map_size(records_at(addresses)) == 50
