@@ -26,6 +26,15 @@ defmodule Mtrace.RunTest do
 
     for {fun, bytes} <- [{"leak_malloc", 3000}, {"grow_realloc", 4096}, {"leak_strdup", 30}],
         do: assert(site!(r, fun).bytes == bytes)
+
+    assert r.reachable_sites == nil
+  end
+
+  test "--reachable lists the sites of the blocks still reachable after the lost ones" do
+    {out, 0} = mtrace(["run", "--reachable", "--", bin("leaky")])
+    r = report!(out)
+    assert r.live == {8026, 10}
+    assert [%{bytes: 72704, blocks: 1}] = r.reachable_sites
   end
 
   test "the command's exit status is passed through" do
