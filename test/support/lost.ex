@@ -18,4 +18,5 @@ defmodule Mtrace.Test.Lost do
   def enif_blocks(_lost, _kept, _size), do: :erlang.nif_error(:not_loaded)
   def lose_on_stack(_size), do: :erlang.nif_error(:not_loaded)
   def storm(_threads), do: :erlang.nif_error(:not_loaded)
+  def many(_kept, _lost, _size), do: :erlang.nif_error(:not_loaded)
 end

@@ -255,6 +255,25 @@ static ERL_NIF_TERM lose_on_stack(ErlNifEnv *env, int argc, const ERL_NIF_TERM a
     return ok(env);
 }
 
+/* many(kept, lost, size): kept blocks in an array that a static pointer keeps, and lost ones;
+ * for bench/leaks.exs. */
+static void **kept_array;
+
+static ERL_NIF_TERM many(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    unsigned kept, lost, size;
+    (void)argc;
+    if (!enif_get_uint(env, argv[0], &kept) || !enif_get_uint(env, argv[1], &lost) ||
+        !enif_get_uint(env, argv[2], &size) || kept_array)
+        return enif_make_badarg(env);
+    kept_array = calloc(kept + 1, sizeof *kept_array);
+    for (unsigned i = 0; i < kept; i++)
+        kept_array[i] = static_block(size);
+    for (unsigned i = 0; i < lost; i++)
+        lost_node();
+    return ok(env);
+}
+
 /* A storm: threads that allocate and free, and one that maps and unmaps, until stopped. */
 static int storming;
 static pthread_t storm_threads[17];
@@ -327,6 +346,7 @@ static ErlNifFunc funcs[] = {
     {"enif_blocks", 3, enif_blocks, 0},
     {"lose_on_stack", 1, lose_on_stack, 0},
     {"storm", 1, storm, 0},
+    {"many", 3, many, ERL_NIF_DIRTY_JOB_CPU_BOUND},
 };
 
 ERL_NIF_INIT(Elixir.Mtrace.Test.Lost, funcs, load, NULL, NULL, NULL)
