@@ -29,6 +29,7 @@
 #pragma weak enif_free
 #pragma weak enif_get_list_cell
 #pragma weak enif_get_list_length
+#pragma weak enif_get_tuple
 #pragma weak enif_get_ulong
 #pragma weak enif_inspect_binary
 #pragma weak enif_is_empty_list
@@ -48,7 +49,7 @@ static ERL_NIF_TERM atom_true, atom_false, atom_nil, atom_not_preloaded, atom_er
 
 /* When reset/0 last emptied the table (CLOCK_MONOTONIC_COARSE), 0 if never: the blocks live
  * then have no record, so nothing can be called lost. */
-static uint64_t reset_ns;
+static uint64_t reset_ns, resets;
 
 static ERL_NIF_TERM make_string(ErlNifEnv *env, const char *s)
 {
@@ -101,53 +102,76 @@ static void keep_oldest(struct oldest *o, const struct mt_record *rec)
     }
 }
 
-/* Which records a reader wants: old enough, and with a stack through a library whose path
- * contains `library` (when not NULL). The answer per stack is kept in memo (0: not known yet). */
+/* Which records a reader wants: of an age in [min_age_ns, max_age_ns], allocated after
+ * since_ns, at least min_size bytes, and with a stack through a library whose path contains
+ * `library` and a frame whose (demangled) function name contains `function`, when given. The
+ * answer per stack is kept in memo (0: not known yet). */
 struct filter {
-    uint64_t min_age_ns;
-    char library[4096];
-    int has_library;
+    uint64_t min_age_ns, max_age_ns, since_ns, min_size;
+    char library[1024], function[1024];
+    int has_library, has_function;
     int8_t *memo;
     size_t ids;
 };
 
-static int through_library(struct filter *f, uint32_t id)
+static int stack_matches(struct filter *f, uint32_t id)
 {
     if (id >= f->ids) return 0;
     if (!f->memo[id]) {
         const uintptr_t *ips;
-        int n = mt_stack_get(id, &ips), found = 0;
-        for (int i = 0; i < n && !found; i++) {
+        int n = mt_stack_get(id, &ips), library = !f->has_library, function = !f->has_function;
+        for (int i = 0; i < n && !(library && function); i++) {
             struct mt_symbol sym;
-            found = mt_symbolize(ips[i], 0, &sym) == 0 && strstr(sym.path, f->library);
+            if (mt_symbolize(ips[i], f->has_function, &sym) != 0) continue;
+            library = library || strstr(sym.path, f->library);
+            function = function || (sym.name && strstr(sym.name, f->function));
         }
-        f->memo[id] = found ? 1 : -1;
+        f->memo[id] = library && function ? 1 : -1;
     }
     return f->memo[id] > 0;
 }
 
 static int wanted(struct filter *f, const struct mt_snapshot *s, const struct mt_record *r)
 {
-    return mt_snapshot_age(s, r) >= f->min_age_ns &&
-           (!f->has_library || through_library(f, r->stack));
+    uint64_t age = mt_snapshot_age(s, r);
+    return age >= f->min_age_ns && age <= f->max_age_ns && r->time_ns > f->since_ns &&
+           r->size >= f->min_size && (!f->memo || stack_matches(f, r->stack));
 }
 
-/* Reads the options common to the readers: a minimum age in ns and a library or nil. With a
- * library, memo is allocated (enif_alloc) and must be freed by the caller. Returns 0 or badarg. */
-static int get_filter(ErlNifEnv *env, ERL_NIF_TERM age, ERL_NIF_TERM library, struct filter *f)
+/* A string option of the filter, or nil; 0, or -1 for badarg. */
+static int get_text(ErlNifEnv *env, ERL_NIF_TERM term, char *out, size_t cap, int *has)
 {
-    ErlNifUInt64 ns;
     ErlNifBinary bin;
-    f->memo = NULL;
-    if (!enif_get_uint64(env, age, &ns)) return -1;
-    f->min_age_ns = ns;
-    f->has_library = !enif_is_identical(library, atom_nil);
-    if (!f->has_library) return 0;
-    if (!enif_inspect_binary(env, library, &bin) || bin.size >= sizeof f->library ||
-        memchr(bin.data, 0, bin.size))
+    *has = !enif_is_identical(term, atom_nil);
+    if (!*has) return 0;
+    if (!enif_inspect_binary(env, term, &bin) || bin.size >= cap || memchr(bin.data, 0, bin.size))
         return -1;
-    memcpy(f->library, bin.data, bin.size);
-    f->library[bin.size] = '\0';
+    memcpy(out, bin.data, bin.size);
+    out[bin.size] = '\0';
+    return 0;
+}
+
+/* Reads the filter the Elixir side built once for every reader (Mtrace.Options):
+ * {min_age_ns, max_age_ns, since_ns, min_size, library | nil, function | nil}. With a library or a
+ * function, memo is allocated (enif_alloc) and must be freed by the caller. Returns 0, or -1 for
+ * badarg. */
+static int get_filter(ErlNifEnv *env, ERL_NIF_TERM term, struct filter *f)
+{
+    const ERL_NIF_TERM *t;
+    int arity;
+    ErlNifUInt64 v[4];
+    f->memo = NULL;
+    if (!enif_get_tuple(env, term, &arity, &t) || arity != 6) return -1;
+    for (int i = 0; i < 4; i++)
+        if (!enif_get_uint64(env, t[i], &v[i])) return -1;
+    f->min_age_ns = v[0];
+    f->max_age_ns = v[1];
+    f->since_ns = v[2];
+    f->min_size = v[3];
+    if (get_text(env, t[4], f->library, sizeof f->library, &f->has_library) != 0 ||
+        get_text(env, t[5], f->function, sizeof f->function, &f->has_function) != 0)
+        return -1;
+    if (!f->has_library && !f->has_function) return 0;
     f->ids = mt_stack_count() + 1;
     f->memo = enif_alloc(f->ids);
     if (!f->memo) return -1;
@@ -173,7 +197,7 @@ static ERL_NIF_TERM make_stack(ErlNifEnv *env, uint32_t id, int demangle)
     return enif_make_list_from_array(env, frames, (unsigned)n);
 }
 
-/* olds(n, demangle, min_age_ns, library | nil) */
+/* olds(n, demangle, filter) */
 static ERL_NIF_TERM olds(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     ErlNifUInt64 want;
@@ -181,7 +205,7 @@ static ERL_NIF_TERM olds(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     (void)argc;
     if (!enif_get_uint64(env, argv[0], &want) ||
         !(enif_is_identical(argv[1], atom_true) || enif_is_identical(argv[1], atom_false)) ||
-        get_filter(env, argv[2], argv[3], &f) != 0)
+        get_filter(env, argv[2], &f) != 0)
         return enif_make_badarg(env);
     if (!mt_active()) {
         enif_free(f.memo);
@@ -232,6 +256,69 @@ static ERL_NIF_TERM olds(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     mt_snapshot_drop(&snap);
     mt_guard_release();
     return list;
+}
+
+struct tally {
+    uint64_t bytes[2], blocks[2], oldest_ns; /* [0]: allocated by split_ns, [1]: after it */
+};
+
+/* sites(filter, split_ns) -> {now_ns, [{stack_id, bytes_before, blocks_before, bytes_after,
+ * blocks_after, oldest_age_ns}]}: when the snapshot was taken, and the live records that pass the filter, summed by stack, those allocated at
+ * or before split_ns (CLOCK_MONOTONIC_COARSE) apart from those after it (a mark, diff/2). */
+static ERL_NIF_TERM sites(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    struct filter f;
+    ErlNifUInt64 split;
+    (void)argc;
+    if (get_filter(env, argv[0], &f) != 0 || !enif_get_uint64(env, argv[1], &split))
+        return enif_make_badarg(env);
+    if (!mt_active()) {
+        enif_free(f.memo);
+        return atom_not_preloaded;
+    }
+    mt_guard_hold();
+    struct mt_snapshot snap;
+    size_t ids = mt_stack_count() + 1;
+    struct tally *t = enif_alloc(ids * sizeof *t);
+    if (!t || mt_snapshot_take(&snap) != 0) {
+        enif_free(t);
+        enif_free(f.memo);
+        mt_guard_release();
+        return enif_raise_exception(env, atom_enomem);
+    }
+    memset(t, 0, ids * sizeof *t);
+    size_t n = 0;
+    for (size_t i = 0; i < snap.n; i++) {
+        const struct mt_record *r = &snap.rec[i];
+        if (r->stack >= ids || !wanted(&f, &snap, r)) continue;
+        struct tally *x = &t[r->stack];
+        int after = r->time_ns > split;
+        n += !x->blocks[0] && !x->blocks[1];
+        x->bytes[after] += r->size;
+        x->blocks[after]++;
+        uint64_t age = mt_snapshot_age(&snap, r);
+        if (age > x->oldest_ns) x->oldest_ns = age;
+    }
+    ERL_NIF_TERM *items = enif_alloc((n ? n : 1) * sizeof *items);
+    size_t k = 0;
+    for (size_t id = 0; items && id < ids; id++) {
+        const struct tally *x = &t[id];
+        if (!x->blocks[0] && !x->blocks[1]) continue;
+        ERL_NIF_TERM e[6] = {
+            enif_make_uint64(env, id),           enif_make_uint64(env, x->bytes[0]),
+            enif_make_uint64(env, x->blocks[0]), enif_make_uint64(env, x->bytes[1]),
+            enif_make_uint64(env, x->blocks[1]), enif_make_uint64(env, x->oldest_ns),
+        };
+        items[k++] = enif_make_tuple_from_array(env, e, 6);
+    }
+    ERL_NIF_TERM pair[2] = {enif_make_uint64(env, snap.now_ns),
+                            enif_make_list_from_array(env, items, (unsigned)k)};
+    enif_free(items);
+    enif_free(t);
+    enif_free(f.memo);
+    mt_snapshot_drop(&snap);
+    mt_guard_release();
+    return enif_make_tuple_from_array(env, pair, 2);
 }
 
 /* Why no block can be called lost now, or 0: every live block must have a record. */
@@ -355,7 +442,7 @@ static ERL_NIF_TERM frames(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     return result;
 }
 
-#define STAT_KEYS (MT_KINDS + 23)
+#define STAT_KEYS (MT_KINDS + 24)
 
 /* The live heap the records stand for: their sizes, or with sampling their weights. */
 struct live {
@@ -422,6 +509,7 @@ static ERL_NIF_TERM stats(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     PUT_U("untraced", s.untraced);
     PUT_U("untracked_frees", s.untracked_frees);
     PUT_U("stale_replaced", s.stale_replaced);
+    PUT_U("resets", __atomic_load_n(&resets, __ATOMIC_RELAXED));
 #undef PUT_U
 #undef PUT
     ERL_NIF_TERM map;
@@ -436,6 +524,7 @@ static ERL_NIF_TERM reset(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     (void)argv;
     if (!mt_active()) return atom_not_preloaded;
     __atomic_store_n(&reset_ns, mt_now_ns(CLOCK_MONOTONIC_COARSE), __ATOMIC_RELAXED);
+    __atomic_fetch_add(&resets, 1, __ATOMIC_RELAXED);
     return enif_make_uint64(env, mt_table_clear());
 }
 
@@ -462,7 +551,8 @@ static int upgrade(ErlNifEnv *env, void **priv, void **old_priv, ERL_NIF_TERM in
 }
 
 static ErlNifFunc funcs[] = {
-    {"olds_nif", 4, olds, ERL_NIF_DIRTY_JOB_CPU_BOUND},
+    {"olds_nif", 3, olds, ERL_NIF_DIRTY_JOB_CPU_BOUND},
+    {"sites_nif", 2, sites, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"leaks_nif", 1, leaks, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"frames_nif", 2, frames, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"stats_nif", 0, stats, ERL_NIF_DIRTY_JOB_CPU_BOUND},

@@ -23,7 +23,10 @@ defmodule Mtrace do
   ...).
   """
 
-  alias Mtrace.{Frame, Nif, Options, Site}
+  require Logger
+  alias Mtrace.{Mark, Nif, Options, Site, Sites}
+
+  @coarse_tick_ms 5
 
   @typedoc "A frame: the library's path and the function's name (`nil` when it has none)."
   @type frame :: {library :: String.t(), symbol :: String.t() | nil} | nil
@@ -49,9 +52,16 @@ defmodule Mtrace do
 
     * `:demangle` - when `true`, C++ and Rust names are demangled (in C, by libiberty).
       Default `false`.
-    * `:min_age` - only blocks at least this many seconds old. Default `0`.
+    * `:min_age`, `:max_age` - only blocks at least, at most, this many seconds old. Defaults
+      `0` and `nil` (no limit).
+    * `:min_size` - only blocks of at least this many bytes. Default `0`.
     * `:library` - only blocks whose stack passes through a library whose path contains this
       string (`"my_nif"`): one NIF's allocations without the VM's own. Default `nil` (all).
+    * `:function` - only blocks with a frame whose function name contains this string (olds
+      matches in C, so here only a string; the other readers also take a `Regex`).
+    * `:since` - only blocks allocated after this `Mtrace.mark/0`.
+
+  The filters are applied before `n` is counted.
 
   Raises `ArgumentError` on a bad argument and `Mtrace.NotPreloadedError` when the node was not
   started with `priv/mtrace.so` preloaded.
@@ -68,7 +78,7 @@ defmodule Mtrace do
       ** (ArgumentError) Mtrace.olds/2: n must be a non-negative integer, got: -1
 
       iex> Mtrace.olds(1, colour: true)
-      ** (ArgumentError) Mtrace.olds/2: unknown option :colour; the options are :demangle, :min_age, :library
+      ** (ArgumentError) Mtrace.olds/2: unknown option :colour; the options are :demangle, :min_age, :max_age, :min_size, :library, :function, :since
   """
   @spec olds(non_neg_integer(), boolean() | keyword()) :: [record()]
   def olds(n \\ 10, opts \\ false)
@@ -82,8 +92,10 @@ defmodule Mtrace do
   def olds(n, opts) do
     opts = Options.validate!(:olds, "Mtrace.olds/2", opts)
 
-    Nif.olds_nif(n, opts[:demangle], Options.ns(opts[:min_age]), opts[:library])
-    |> preloaded!()
+    if is_struct(opts[:function], Regex),
+      do: raise(ArgumentError, "Mtrace.olds/2: function must be a string here, got a Regex")
+
+    Nif.olds_nif(n, opts[:demangle], Options.filter(opts)) |> preloaded!()
   end
 
   @doc """
@@ -110,6 +122,8 @@ defmodule Mtrace do
       allocated, not stored yet). Default `1`.
     * `:library` - only sites whose stack passes through a library whose path contains this
       string. Default `nil` (all).
+    * `:function` - only sites with a frame whose function name contains this string, or
+      matches this `Regex`. Default `nil`.
     * `:blocks` - when `true`, one `Mtrace.Site` per block, with its `address`. Default `false`.
     * `:demangle` - C++ and Rust names demangled. Default `true`.
 
@@ -150,25 +164,24 @@ defmodule Mtrace do
         raise Mtrace.IncompleteError, reason: reason
 
       {blocks, info} ->
-        {blocks |> sites(opts) |> through(opts[:library]) |> by_size(), info}
+        {blocks |> lost_sites(opts) |> Sites.matching(opts) |> Sites.by_size(), info}
     end
   end
-
-  defp preloaded!(:not_preloaded), do: raise(Mtrace.NotPreloadedError, path: Nif.library_path())
-  defp preloaded!(result), do: result
 
   # Lost blocks {address, size, age_ns, stack_id, direct} grouped by stack (or one a block).
-  defp sites(blocks, opts) do
-    stacks = stacks(blocks |> Enum.map(&elem(&1, 3)) |> Enum.uniq(), opts[:demangle])
+  defp lost_sites(blocks, opts) do
+    stacks = Sites.stacks(blocks |> Enum.map(&elem(&1, 3)) |> Enum.uniq(), opts[:demangle])
 
     if opts[:blocks] do
-      Enum.map(blocks, fn {address, _, _, _, _} = b -> %{site([b], stacks) | address: address} end)
+      Enum.map(blocks, fn {address, _, _, _, _} = b ->
+        %{lost_site([b], stacks) | address: address}
+      end)
     else
-      blocks |> Enum.group_by(&elem(&1, 3)) |> Enum.map(fn {_, bs} -> site(bs, stacks) end)
+      blocks |> Enum.group_by(&elem(&1, 3)) |> Enum.map(fn {_, bs} -> lost_site(bs, stacks) end)
     end
   end
 
-  defp site([{_, _, _, id, _} | _] = blocks, stacks) do
+  defp lost_site([{_, _, _, id, _} | _] = blocks, stacks) do
     direct = Enum.count(blocks, &elem(&1, 4))
 
     %Site{
@@ -181,23 +194,144 @@ defmodule Mtrace do
     }
   end
 
-  defp stacks(ids, demangle) do
-    frames =
-      for frames <- Nif.frames_nif(ids, demangle) do
-        for {address, library, function, offset} <- frames do
-          %Frame{library: library, function: function, address: address, offset: offset}
-        end
-      end
+  @doc """
+  Returns the `n` call sites that hold the most live memory now, largest first.
 
-    ids |> Enum.zip(frames) |> Map.new()
+  Every live block counts, reachable or not (`leaks/1` tells them apart).
+
+  ## Options
+
+    * `:group` - `:stack` (identical stacks, the default), `{:depth, k}` (stacks whose first
+      `k` frames are the same), or `:function` (the function that called the intercepted one,
+      with its distinct call paths in the site's `paths`: heaptrack's view).
+    * `:min_age`, `:max_age`, `:min_size`, `:library`, `:function`, `:since` - as in `olds/2`
+      (`:function` also takes a `Regex`).
+    * `:demangle` - default `true`.
+
+  ## Examples
+
+      Mtrace.top(5, library: "my_nif", group: :function)
+      #=> [%Mtrace.Site{bytes: 40960, blocks: 10, stack: [..., %Mtrace.Frame{function: "cache_put"}],
+      #      paths: [%Mtrace.Site{...}, ...]}, ...]
+
+      iex> Mtrace.top(3, group: :line)
+      ** (ArgumentError) Mtrace.top/2: group must be :stack, :function or {:depth, k} with k > 0, got: :line
+  """
+  @spec top(non_neg_integer(), keyword()) :: [Site.t()]
+  def top(n \\ 10, opts \\ [])
+
+  def top(n, _opts) when not (is_integer(n) and n >= 0),
+    do: raise(ArgumentError, "Mtrace.top/2: n must be a non-negative integer, got: #{inspect(n)}")
+
+  def top(n, opts) do
+    opts = Options.validate!(:top, "Mtrace.top/2", opts)
+    {_now, rows} = Nif.sites_nif(Options.filter(opts), Options.no_limit()) |> preloaded!()
+    stacks = Sites.stacks(Enum.map(rows, &elem(&1, 0)), opts[:demangle])
+
+    rows
+    |> Enum.map(fn {id, bytes, blocks, _, _, oldest} ->
+      %Site{bytes: bytes, blocks: blocks, oldest_age: oldest / 1.0e9, stack: stacks[id]}
+    end)
+    |> Sites.matching(opts)
+    |> Sites.group(opts[:group])
+    |> Sites.by_size()
+    |> Enum.take(n)
   end
 
-  defp through(sites, nil), do: sites
+  @doc """
+  Takes a baseline of the live heap: a `Mtrace.Mark` to give to `diff/2`, or as `since:` to the
+  readers. Marks are plain terms; they survive `reset/0` (a diff across one says so).
 
-  defp through(sites, library),
-    do: Enum.filter(sites, fn s -> Enum.any?(s.stack, &(&1.library && &1.library =~ library)) end)
+  Blocks are stamped by the coarse monotonic clock (a tick of about 4 ms): `mark/0` returns
+  after the tick of the mark has passed, so that what the caller allocates next counts as after
+  it. What other threads allocate in that tick counts as before it.
 
-  defp by_size(sites), do: Enum.sort_by(sites, &{-&1.bytes, -&1.blocks, -&1.oldest_age})
+  ## Examples
+
+      mark = Mtrace.mark()
+      run_the_workload()
+      Mtrace.diff(mark, library: "my_nif")
+  """
+  @spec mark() :: Mark.t()
+  def mark do
+    filter = Options.filter(Options.validate!(:top, "Mtrace.mark/0", []))
+    {now, rows} = Nif.sites_nif(filter, Options.no_limit()) |> preloaded!()
+
+    mark = %Mark{
+      node: node(),
+      time_ns: now,
+      resets: Nif.stats_nif().resets,
+      sites: Map.new(rows, fn {id, bytes, blocks, _, _, _} -> {id, {bytes, blocks}} end)
+    }
+
+    # Records are stamped by a coarse clock, which moves every few milliseconds: what the caller
+    # allocates next must fall after the mark's tick.
+    Process.sleep(@coarse_tick_ms)
+    mark
+  end
+
+  @doc """
+  Returns, per call site, how the live heap changed since `mark`: what was allocated since and
+  is still live (`allocated_*`), what was live at the mark and has been freed since (`freed_*`),
+  and the net (`bytes`, `blocks`), largest growth first. Sites that did not change are left out.
+  Two marks around a workload show only its growth.
+
+  Takes the options of `top/2` but `:since`. A diff across a `reset/0` logs a warning: the
+  blocks live at the reset lost their records, and read as freed.
+
+  ## Examples
+
+      Mtrace.diff(mark, library: "my_nif")
+      #=> [%Mtrace.Site{bytes: 3000, blocks: 3, allocated_bytes: 3000, freed_bytes: 0, ...}]
+  """
+  @spec diff(Mark.t(), keyword()) :: [Site.t()]
+  def diff(%Mark{} = mark, opts \\ []) do
+    opts = Options.validate!(:diff, "Mtrace.diff/2", opts)
+
+    if mark.node != node(),
+      do: raise(ArgumentError, "Mtrace.diff/2: the mark is of #{mark.node}, not of #{node()}")
+
+    {_now, rows} = Nif.sites_nif(Options.filter(opts), mark.time_ns) |> preloaded!()
+    resets = Nif.stats_nif().resets
+
+    if resets != mark.resets,
+      do:
+        Logger.warning(
+          "Mtrace.diff/2: Mtrace.reset/0 ran since the mark; its blocks read as freed"
+        )
+
+    now = Map.new(rows, fn {id, b0, n0, b1, n1, oldest} -> {id, {b0, n0, b1, n1, oldest}} end)
+    ids = Enum.uniq(Map.keys(now) ++ Map.keys(mark.sites))
+    stacks = Sites.stacks(ids, opts[:demangle])
+
+    ids
+    |> Enum.map(fn id ->
+      {b0, n0, b1, n1, oldest} = Map.get(now, id, {0, 0, 0, 0, 0})
+      {bm, nm} = Map.get(mark.sites, id, {0, 0})
+      # The net is exact; a block allocated in the mark's own tick counts as live at the mark
+      # (the records' clock cannot tell), so the parts are made to add up to it.
+      {net_bytes, net_blocks} = {b0 + b1 - bm, n0 + n1 - nm}
+      {fb, fnum} = {max(bm - b0, 0), max(nm - n0, 0)}
+
+      %Site{
+        bytes: net_bytes,
+        blocks: net_blocks,
+        allocated_bytes: net_bytes + fb,
+        allocated_blocks: net_blocks + fnum,
+        freed_bytes: fb,
+        freed_blocks: fnum,
+        oldest_age: oldest / 1.0e9,
+        stack: stacks[id]
+      }
+    end)
+    |> Enum.reject(&(&1.allocated_blocks == 0 and &1.freed_blocks == 0))
+    |> Sites.matching(opts)
+    |> Sites.group(opts[:group])
+    |> Sites.by_size()
+  end
+
+  defp preloaded!(:not_preloaded), do: raise(Mtrace.NotPreloadedError, path: Nif.library_path())
+  defp preloaded!(result), do: result
 
   @doc """
   Returns the interceptor's counters, glibc's heap figures and the table's state.

@@ -147,6 +147,72 @@ defmodule MtraceTest do
     Leaky.release(:malloc, address)
   end
 
+  # A site as {bytes, blocks, function of frame 1}, for the NIF's own sites.
+  defp brief(sites), do: Enum.map(sites, &{&1.bytes, &1.blocks, Enum.at(&1.stack, 1).function})
+
+  test "top groups the live blocks by stack, by depth and by function, largest first" do
+    a = for size <- [5000, 5000, 5001], do: Leaky.alloc(:malloc, size)
+    b = for _ <- 1..2, do: Leaky.alloc(:cxx_new, 7000)
+    c = Leaky.alloc(:calloc, 300)
+
+    assert brief(Mtrace.top(10, library: "leaky.so")) == [
+             {15001, 3, "leak_malloc"},
+             {14000, 2, "operator new(unsigned long)"},
+             {300, 1, "leak_calloc"}
+           ]
+
+    assert brief(Mtrace.top(2, library: "leaky.so")) |> length() == 2
+
+    assert brief(Mtrace.top(10, library: "leaky.so", min_size: 5001)) == [
+             {14000, 2, "operator new(unsigned long)"},
+             {5001, 1, "leak_malloc"}
+           ]
+
+    assert brief(Mtrace.top(10, function: ~r/^leaky::/)) == [
+             {14000, 2, "operator new(unsigned long)"}
+           ]
+
+    assert Mtrace.top(10, library: "leaky.so", max_age: 0.0) |> Enum.all?(&(&1.oldest_age == 0))
+
+    [cxx] = Mtrace.top(1, function: "cxx_new", group: {:depth, 3})
+    assert {cxx.bytes, length(cxx.stack)} == {14000, 3}
+
+    by_fun = Mtrace.top(10, library: "leaky.so", group: :function)
+    malloc = Enum.find(by_fun, &(Enum.at(&1.stack, 1).function == "leak_malloc"))
+    assert {malloc.bytes, malloc.blocks, length(malloc.stack)} == {15001, 3, 2}
+    assert [%Mtrace.Site{bytes: 15001}] = malloc.paths
+
+    Enum.each(a, &Leaky.release(:malloc, &1))
+    Enum.each(b, &Leaky.release(:cxx_new, &1))
+    Leaky.release(:calloc, c)
+    assert Mtrace.top(10, library: "leaky.so") == []
+  end
+
+  test "diff shows what a workload left behind since a mark, and since: filters by it" do
+    before = Leaky.alloc(:calloc, 1111)
+    mark = Mtrace.mark()
+    kept = for _ <- 1..3, do: Leaky.alloc(:malloc, 2222)
+    Leaky.release(:malloc, Leaky.alloc(:strdup, 50))
+    Leaky.release(:calloc, before)
+
+    diff = Mtrace.diff(mark, library: "leaky.so")
+    # 3 blocks of 2222 grew; the calloc'd 1111 live at the mark was freed; strdup's came and went.
+    assert Enum.map(diff, &{&1.bytes, &1.blocks, &1.allocated_bytes, &1.freed_bytes}) == [
+             {6666, 3, 6666, 0},
+             {-1111, -1, 0, 1111}
+           ]
+
+    assert [{_, 2222, _, _, _}, {_, 2222, _, _, _}, {_, 2222, _, _, _}] =
+             Mtrace.olds(100, since: mark, library: "leaky.so")
+
+    assert Mtrace.top(10, since: mark, library: "leaky.so") |> brief() == [
+             {6666, 3, "leak_malloc"}
+           ]
+
+    Enum.each(kept, &Leaky.release(:malloc, &1))
+    assert Mtrace.diff(mark, library: "leaky.so") |> Enum.map(& &1.bytes) == [-1111]
+  end
+
   test "reset empties the table and returns how many records it cleared" do
     addresses = for _ <- 1..50, do: Leaky.alloc(:malloc, 4242)
     assert map_size(records_at(addresses)) == 50
@@ -154,6 +220,24 @@ defmodule MtraceTest do
     assert cleared >= 50
     assert records_at(addresses) == %{}
     Enum.each(addresses, &Leaky.release(:malloc, &1))
+  end
+
+  test "bad options of top, diff and olds raise ArgumentError naming them" do
+    for bad <- [[group: :line], [group: {:depth, 0}], [min_size: -1], [max_age: :old], [since: 1]] do
+      assert_raise ArgumentError, ~r/^Mtrace.top\/2: /, fn -> Mtrace.top(1, bad) end
+    end
+
+    assert_raise ArgumentError, ~r/^Mtrace.top\/2: n must be/, fn -> Mtrace.top(-1) end
+
+    assert_raise ArgumentError, ~r/unknown option :since/, fn ->
+      Mtrace.diff(Mtrace.mark(), since: 1)
+    end
+
+    assert_raise ArgumentError, ~r/a Regex/, fn -> Mtrace.olds(1, function: ~r/x/) end
+
+    assert_raise ArgumentError, ~r/mark of other@host/, fn ->
+      Mtrace.top(1, since: %Mtrace.Mark{node: :other@host})
+    end
   end
 
   test "bad arguments raise ArgumentError and never reach C unchecked" do
@@ -165,8 +249,11 @@ defmodule MtraceTest do
       assert_raise ArgumentError, fn -> Mtrace.olds(1, bad) end
     end
 
-    assert_raise ArgumentError, fn -> Mtrace.Nif.olds_nif(-1, true, 0, nil) end
-    assert_raise ArgumentError, fn -> Mtrace.Nif.olds_nif(1, :maybe, 0, nil) end
-    assert_raise ArgumentError, fn -> Mtrace.Nif.olds_nif(1 <<< 70, false, 0, nil) end
+    assert_raise ArgumentError, fn -> Mtrace.Nif.olds_nif(-1, true, {0, 0, 0, 0, nil, nil}) end
+    assert_raise ArgumentError, fn -> Mtrace.Nif.olds_nif(1, :maybe, {0, 0, 0, 0, nil, nil}) end
+
+    assert_raise ArgumentError, fn ->
+      Mtrace.Nif.olds_nif(1 <<< 70, false, {0, 0, 0, 0, nil, nil})
+    end
   end
 end

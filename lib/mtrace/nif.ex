@@ -12,9 +12,12 @@ defmodule Mtrace.Nif do
   @spec library_path() :: Path.t()
   def library_path, do: Path.join(:code.priv_dir(:mtrace), "mtrace.so")
 
-  @spec olds_nif(non_neg_integer(), boolean(), non_neg_integer(), String.t() | nil) ::
-          [tuple()] | :not_preloaded
-  def olds_nif(_n, _demangle, _min_age_ns, _library), do: :erlang.nif_error(:not_loaded)
+  @spec olds_nif(non_neg_integer(), boolean(), tuple()) :: [tuple()] | :not_preloaded
+  def olds_nif(_n, _demangle, _filter), do: :erlang.nif_error(:not_loaded)
+
+  @spec sites_nif(tuple(), non_neg_integer()) ::
+          {non_neg_integer(), [tuple()]} | :not_preloaded
+  def sites_nif(_filter, _split_ns), do: :erlang.nif_error(:not_loaded)
 
   @spec leaks_nif(non_neg_integer()) ::
           {[

@@ -1,12 +1,19 @@
 defmodule Mtrace.Options do
   @moduledoc false
   # The readers' options, declared once: which reader takes which, their defaults, and one check
-  # per option. A bad option raises ArgumentError naming the function and the option.
+  # per option. A bad option raises ArgumentError naming the function and the option. The
+  # filters are turned here into the one term the NIF reads (nif.c, get_filter).
+
+  @filters [min_age: 0, max_age: nil, min_size: 0, library: nil, function: nil, since: nil]
 
   @defaults %{
-    olds: [demangle: false, min_age: 0, library: nil],
-    leaks: [demangle: true, min_age: 1, library: nil, blocks: false]
+    olds: [demangle: false] ++ @filters,
+    leaks: [demangle: true, blocks: false] ++ Keyword.put(@filters, :min_age, 1),
+    top: [demangle: true, group: :stack] ++ @filters,
+    diff: [demangle: true, group: :stack] ++ Keyword.delete(@filters, :since)
   }
+
+  @max_u64 0xFFFF_FFFF_FFFF_FFFF
 
   @spec validate!(atom(), String.t(), term()) :: keyword()
   def validate!(reader, name, opts) do
@@ -26,19 +33,61 @@ defmodule Mtrace.Options do
     end
   end
 
+  @doc """
+  The filter term of nif.c: {min_age_ns, max_age_ns, since_ns, min_size, library, function}.
+  A Regex function is matched on the Elixir side (Mtrace.Sites), so C gets nil for it.
+  """
+  @spec filter(keyword()) :: tuple()
+  def filter(opts) do
+    {ns(opts[:min_age]), if(opts[:max_age], do: ns(opts[:max_age]), else: @max_u64),
+     if(opts[:since], do: opts[:since].time_ns, else: 0), opts[:min_size], opts[:library],
+     if(is_binary(opts[:function]), do: opts[:function])}
+  end
+
   @doc "Seconds (a number) to whole nanoseconds."
   @spec ns(number()) :: non_neg_integer()
   def ns(seconds), do: round(seconds * 1_000_000_000)
 
+  @doc "The largest number the NIF takes: no limit."
+  @spec no_limit() :: non_neg_integer()
+  def no_limit, do: @max_u64
+
   defp check!(_name, key, value) when key in [:demangle, :blocks] and is_boolean(value), do: value
   defp check!(_name, :min_age, value) when is_number(value) and value >= 0, do: value
+
+  defp check!(_name, :max_age, value) when is_nil(value) or (is_number(value) and value >= 0),
+    do: value
+
+  defp check!(_name, :min_size, value)
+       when is_integer(value) and value >= 0 and value <= @max_u64,
+       do: value
+
   defp check!(_name, :library, value) when is_nil(value) or is_binary(value), do: value
+
+  defp check!(_name, :function, value)
+       when is_nil(value) or is_binary(value) or is_struct(value, Regex),
+       do: value
+
+  defp check!(_name, :group, value) when value in [:stack, :function], do: value
+  defp check!(_name, :group, {:depth, k} = value) when is_integer(k) and k > 0, do: value
+
+  defp check!(name, :since, %Mtrace.Mark{node: node} = mark) do
+    if node == node(),
+      do: mark,
+      else: raise(ArgumentError, "#{name}: since is a mark of #{node}, not of #{node()}")
+  end
+
+  defp check!(_name, :since, nil), do: nil
 
   defp check!(name, key, value) do
     expected =
       case key do
-        :min_age -> "a number of seconds, 0 or more"
+        k when k in [:min_age, :max_age] -> "a number of seconds, 0 or more"
+        :min_size -> "a number of bytes, 0 or more"
         :library -> "a string or nil"
+        :function -> "a string, a Regex or nil"
+        :group -> ":stack, :function or {:depth, k} with k > 0"
+        :since -> "a mark (Mtrace.mark/0)"
         _ -> "true or false"
       end
 

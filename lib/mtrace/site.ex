@@ -1,16 +1,24 @@
 defmodule Mtrace.Site do
   @moduledoc """
-  Live blocks that share a call site (the same stack), summed.
+  Live blocks that share a call site, summed.
 
-    * `:bytes`, `:blocks` - what the site's blocks hold, and how many there are.
+    * `:bytes`, `:blocks` - what the site's blocks hold, and how many there are; in a
+      `Mtrace.diff/2`, the net change since the mark (`allocated` less `freed`, may be negative).
     * `:direct_blocks`, `:indirect_blocks` - of lost blocks (`Mtrace.leaks/1`): those that no
       other lost block points to, and those reached only through other lost blocks (the nodes
       of a lost list behind its head).
-    * `:oldest_age` - the age of the site's oldest block, in seconds.
+    * `:oldest_age` - the age of the site's oldest live block, in seconds.
     * `:stack` - the allocation's stack, innermost first: a list of `Mtrace.Frame` structs;
-      frame 0 is the intercepted function (`malloc`, `calloc`, ...).
-    * `:address` - with `blocks: true`, each site is one block, and this is its address;
-      otherwise `nil`.
+      frame 0 is the intercepted function (`malloc`, `calloc`, ...). With `group: {:depth, k}`,
+      the first k frames; with `group: :function`, the intercepted function and the function
+      that called it.
+    * `:paths` - with `group: :function`, the distinct stacks that lead to the function, each a
+      `Mtrace.Site` of its own, largest first; otherwise `[]`.
+    * `:allocated_bytes`, `:allocated_blocks`, `:freed_bytes`, `:freed_blocks` - in a
+      `Mtrace.diff/2`: allocated since the mark and still live, and live at the mark but freed
+      since. `nil` elsewhere.
+    * `:address` - with `blocks: true` (`Mtrace.leaks/1`), each site is one block, and this is
+      its address; otherwise `nil`.
   """
 
   defstruct bytes: 0,
@@ -19,15 +27,25 @@ defmodule Mtrace.Site do
             indirect_blocks: 0,
             oldest_age: 0.0,
             stack: [],
+            paths: [],
+            allocated_bytes: nil,
+            allocated_blocks: nil,
+            freed_bytes: nil,
+            freed_blocks: nil,
             address: nil
 
   @type t :: %__MODULE__{
-          bytes: non_neg_integer(),
-          blocks: non_neg_integer(),
+          bytes: integer(),
+          blocks: integer(),
           direct_blocks: non_neg_integer(),
           indirect_blocks: non_neg_integer(),
           oldest_age: float(),
           stack: [Mtrace.Frame.t()],
+          paths: [t()],
+          allocated_bytes: non_neg_integer() | nil,
+          allocated_blocks: non_neg_integer() | nil,
+          freed_bytes: non_neg_integer() | nil,
+          freed_blocks: non_neg_integer() | nil,
           address: non_neg_integer() | nil
         }
 end

@@ -1,0 +1,92 @@
+defmodule Mtrace.Sites do
+  @moduledoc false
+  # Sites from what the NIF returns: stacks turned into frames once per stack id, the filters
+  # that need names (library, function), the grouping of top/2 and diff/2, and the order.
+
+  alias Mtrace.{Frame, Nif, Site}
+
+  @doc "Frames of each stack id: %{id => [Frame.t()]}."
+  @spec stacks([non_neg_integer()], boolean()) :: %{non_neg_integer() => [Frame.t()]}
+  def stacks(ids, demangle) do
+    frames =
+      for frames <- Nif.frames_nif(ids, demangle) do
+        for {address, library, function, offset} <- frames do
+          %Frame{library: library, function: function, address: address, offset: offset}
+        end
+      end
+
+    ids |> Enum.zip(frames) |> Map.new()
+  end
+
+  @doc "The sites whose stacks pass library: and function:."
+  @spec matching([Site.t()], keyword()) :: [Site.t()]
+  def matching(sites, opts) do
+    Enum.filter(sites, fn s ->
+      through?(s.stack, :library, opts[:library]) and
+        through?(s.stack, :function, opts[:function])
+    end)
+  end
+
+  defp through?(_stack, _field, nil), do: true
+
+  defp through?(stack, field, pattern) do
+    Enum.any?(stack, fn frame ->
+      value = Map.fetch!(frame, field)
+      value != nil and value =~ pattern
+    end)
+  end
+
+  @doc """
+  Sites merged by group: :stack (as they are), {:depth, k} (equal first k frames), :function
+  (equal calling function below the intercepted one, its stacks kept as paths).
+  """
+  @spec group([Site.t()], :stack | :function | {:depth, pos_integer()}) :: [Site.t()]
+  def group(sites, :stack), do: sites
+
+  def group(sites, {:depth, k}) do
+    sites
+    |> Enum.group_by(fn s -> s.stack |> Enum.take(k) |> Enum.map(& &1.address) end)
+    |> Enum.map(fn {_, [first | _] = same} ->
+      %{sum(same) | stack: Enum.take(first.stack, k)}
+    end)
+  end
+
+  def group(sites, :function) do
+    sites
+    |> Enum.group_by(fn s ->
+      case Enum.at(s.stack, 1) do
+        %Frame{function: nil, address: a} -> {:address, a}
+        %Frame{library: lib, function: fun} -> {lib, fun}
+        nil -> :none
+      end
+    end)
+    |> Enum.map(fn {_, [first | _] = same} ->
+      %{sum(same) | stack: Enum.take(first.stack, 2), paths: by_size(same)}
+    end)
+  end
+
+  defp sum(sites) do
+    Enum.reduce(sites, %Site{oldest_age: 0.0}, fn s, acc ->
+      %Site{
+        acc
+        | bytes: acc.bytes + s.bytes,
+          blocks: acc.blocks + s.blocks,
+          direct_blocks: acc.direct_blocks + s.direct_blocks,
+          indirect_blocks: acc.indirect_blocks + s.indirect_blocks,
+          oldest_age: max(acc.oldest_age, s.oldest_age),
+          allocated_bytes: add(acc.allocated_bytes, s.allocated_bytes),
+          allocated_blocks: add(acc.allocated_blocks, s.allocated_blocks),
+          freed_bytes: add(acc.freed_bytes, s.freed_bytes),
+          freed_blocks: add(acc.freed_blocks, s.freed_blocks)
+      }
+    end)
+  end
+
+  defp add(nil, b), do: b
+  defp add(a, nil), do: a
+  defp add(a, b), do: a + b
+
+  @doc "Largest bytes first; then more blocks, then older."
+  @spec by_size([Site.t()]) :: [Site.t()]
+  def by_size(sites), do: Enum.sort_by(sites, &{-&1.bytes, -&1.blocks, -&1.oldest_age})
+end
