@@ -140,10 +140,16 @@ defmodule Mtrace do
       iex> Mtrace.leaks(min_age: -1)
       ** (ArgumentError) Mtrace.leaks/1: min_age must be a number of seconds, 0 or more, got: -1
   """
-  @spec leaks(keyword()) :: [Site.t()]
+  @spec leaks(keyword()) :: [Site.t()] | %{node() => [Site.t()] | {:error, term()}}
   def leaks(opts \\ []) do
-    {sites, _info} = leaks_info(opts)
-    sites
+    case Keyword.get(opts, :nodes) do
+      nil ->
+        {sites, _info} = leaks_info(opts)
+        sites
+
+      _ ->
+        across(:leaks, "Mtrace.leaks/1", opts, fn _node, local -> [local] end)
+    end
   end
 
   @doc """
@@ -158,6 +164,13 @@ defmodule Mtrace do
   @spec leaks_info(keyword()) :: {[Site.t()], map()}
   def leaks_info(opts \\ []) do
     opts = Options.validate!(:leaks, "Mtrace.leaks/1", opts)
+
+    if opts[:nodes],
+      do:
+        raise(
+          ArgumentError,
+          "Mtrace.leaks_info/1: nodes: is for leaks/1, top/2, diff/2 and stats/1"
+        )
 
     case Nif.leaks_nif(Options.ns(opts[:min_age])) |> preloaded!() do
       {:error, reason} ->
@@ -217,7 +230,8 @@ defmodule Mtrace do
       iex> Mtrace.top(3, group: :line)
       ** (ArgumentError) Mtrace.top/2: group must be :stack, :function or {:depth, k} with k > 0, got: :line
   """
-  @spec top(non_neg_integer(), keyword()) :: [Site.t()]
+  @spec top(non_neg_integer(), keyword()) ::
+          [Site.t()] | %{node() => [Site.t()] | {:error, term()}}
   def top(n \\ 10, opts \\ [])
 
   def top(n, _opts) when not (is_integer(n) and n >= 0),
@@ -225,6 +239,13 @@ defmodule Mtrace do
 
   def top(n, opts) do
     opts = Options.validate!(:top, "Mtrace.top/2", opts)
+
+    if opts[:nodes],
+      do: across(:top, "Mtrace.top/2", opts, fn _node, local -> [n, local] end),
+      else: top_here(n, opts)
+  end
+
+  defp top_here(n, opts) do
     {_now, rows} = Nif.sites_nif(Options.filter(opts), Options.no_limit()) |> preloaded!()
     stacks = Sites.stacks(Enum.map(rows, &elem(&1, 0)), opts[:demangle])
 
@@ -252,9 +273,17 @@ defmodule Mtrace do
       run_the_workload()
       Mtrace.diff(mark, library: "my_nif")
   """
-  @spec mark() :: Mark.t()
-  def mark do
-    filter = Options.filter(Options.validate!(:top, "Mtrace.mark/0", []))
+  @spec mark(keyword()) :: Mark.t() | %{node() => Mark.t() | {:error, term()}}
+  def mark(opts \\ []) do
+    opts = Options.validate!(:mark, "Mtrace.mark/1", opts)
+
+    if opts[:nodes],
+      do: across(:mark, "Mtrace.mark/1", opts, fn _, local -> [local] end),
+      else: mark_here()
+  end
+
+  defp mark_here do
+    filter = Options.filter(Options.validate!(:top, "Mtrace.mark/1", []))
     {now, rows} = Nif.sites_nif(filter, Options.no_limit()) |> preloaded!()
 
     mark = %Mark{
@@ -284,10 +313,26 @@ defmodule Mtrace do
       Mtrace.diff(mark, library: "my_nif")
       #=> [%Mtrace.Site{bytes: 3000, blocks: 3, allocated_bytes: 3000, freed_bytes: 0, ...}]
   """
-  @spec diff(Mark.t(), keyword()) :: [Site.t()]
-  def diff(%Mark{} = mark, opts \\ []) do
+  @spec diff(Mark.t() | %{node() => Mark.t()}, keyword()) ::
+          [Site.t()] | %{node() => [Site.t()] | {:error, term()}}
+  def diff(mark, opts \\ []) do
     opts = Options.validate!(:diff, "Mtrace.diff/2", opts)
 
+    case {mark, opts[:nodes]} do
+      {%Mark{}, nil} ->
+        diff_here(mark, opts)
+
+      {%{} = marks, nodes} when not is_struct(marks) and nodes != nil ->
+        across(:diff, "Mtrace.diff/2", opts, fn node, local -> [Map.get(marks, node), local] end)
+
+      _ ->
+        raise ArgumentError,
+              "Mtrace.diff/2: expected a mark, or with nodes: the map that mark(nodes: ...) " <>
+                "returned, got: #{inspect(mark)}"
+    end
+  end
+
+  defp diff_here(%Mark{} = mark, opts) do
     if mark.node != node(),
       do: raise(ArgumentError, "Mtrace.diff/2: the mark is of #{mark.node}, not of #{node()}")
 
@@ -333,6 +378,60 @@ defmodule Mtrace do
   defp preloaded!(:not_preloaded), do: raise(Mtrace.NotPreloadedError, path: Nif.library_path())
   defp preloaded!(result), do: result
 
+  # A reader on each node of opts[:nodes] over distribution, within opts[:timeout] in all:
+  # %{node => result}, or {:error, reason} for a node that is down (:noconnection), not
+  # preloaded (:not_preloaded), lacks mtrace (:no_mtrace), or did not answer (:timeout).
+  defp across(fun, name, opts, args) do
+    local = Keyword.drop(opts, [:nodes, :timeout])
+    deadline = System.monotonic_time(:millisecond) + opts[:timeout]
+
+    requests =
+      for node <- Enum.uniq(opts[:nodes]) do
+        case args.(node, local) do
+          [nil, _] -> {node, {:error, {:no_mark, name}}}
+          call_args -> {node, :erpc.send_request(node, __MODULE__, fun, call_args)}
+        end
+      end
+
+    Map.new(requests, fn
+      {node, {:error, _} = error} -> {node, error}
+      {node, request} -> {node, response(request, deadline)}
+    end)
+  end
+
+  defp response(request, deadline) do
+    :erpc.receive_response(request, max(deadline - System.monotonic_time(:millisecond), 0))
+  catch
+    :error, {:exception, %Mtrace.NotPreloadedError{}, _} -> {:error, :not_preloaded}
+    :error, {:exception, :undef, [{__MODULE__, _, _, _} | _]} -> {:error, :no_mtrace}
+    :error, {:exception, reason, _} -> {:error, {:exception, reason}}
+    :error, {:erpc, reason} -> {:error, reason}
+  end
+
+  @doc """
+  Starts a `Mtrace.Watch` (not linked to the caller), which logs the sites that grew most every
+  `interval`, until `unwatch/0` or `count:` reports. Takes the options of `Mtrace.Watch`.
+
+  ## Examples
+
+      Mtrace.watch(library: "my_nif", interval: 5_000, count: 12)
+      #=> {:ok, #PID<0.321.0>}
+  """
+  @spec watch(keyword()) :: GenServer.on_start()
+  def watch(opts \\ []) do
+    opts = Options.validate!(:watch, "Mtrace.watch/1", opts)
+    GenServer.start(Mtrace.Watch, opts, name: Mtrace.Watch)
+  end
+
+  @doc "Stops the watch `watch/1` started; `:ok`, or `{:error, :not_watching}`."
+  @spec unwatch() :: :ok | {:error, :not_watching}
+  def unwatch do
+    case GenServer.whereis(Mtrace.Watch) do
+      nil -> {:error, :not_watching}
+      pid -> GenServer.stop(pid)
+    end
+  end
+
   @doc """
   Returns the interceptor's counters, glibc's heap figures and the table's state.
 
@@ -373,8 +472,16 @@ defmodule Mtrace do
       Mtrace.stats()
       #=> %{malloc_cnt: 190211, free_cnt: 171022, records: 4096, dropped: 15093, ...}
   """
-  @spec stats() :: stats()
-  def stats do
+  @spec stats(keyword()) :: stats() | %{node() => stats() | {:error, term()}}
+  def stats(opts \\ []) do
+    opts = Options.validate!(:stats, "Mtrace.stats/1", opts)
+
+    if opts[:nodes],
+      do: across(:stats, "Mtrace.stats/1", opts, fn _, local -> [local] end),
+      else: stats_here()
+  end
+
+  defp stats_here do
     Map.merge(Nif.stats_nif(), %{
       nif_alloc_visible: :erlang.system_info({:allocator, :driver_alloc}) == false,
       resources_visible: :erlang.system_info({:allocator, :binary_alloc}) == false

@@ -6,11 +6,16 @@ defmodule Mtrace.Options do
 
   @filters [min_age: 0, max_age: nil, min_size: 0, library: nil, function: nil, since: nil]
 
+  @cluster [nodes: nil, timeout: 15_000]
+
   @defaults %{
     olds: [demangle: false] ++ @filters,
-    leaks: [demangle: true, blocks: false] ++ Keyword.put(@filters, :min_age, 1),
-    top: [demangle: true, group: :stack] ++ @filters,
-    diff: [demangle: true, group: :stack] ++ Keyword.delete(@filters, :since)
+    leaks: [demangle: true, blocks: false] ++ Keyword.put(@filters, :min_age, 1) ++ @cluster,
+    top: [demangle: true, group: :stack] ++ @filters ++ @cluster,
+    diff: [demangle: true, group: :stack] ++ Keyword.delete(@filters, :since) ++ @cluster,
+    mark: @cluster,
+    stats: @cluster,
+    watch: [interval: 10_000, n: 5, count: nil, group: :stack] ++ Keyword.delete(@filters, :since)
   }
 
   @max_u64 0xFFFF_FFFF_FFFF_FFFF
@@ -68,6 +73,25 @@ defmodule Mtrace.Options do
        when is_nil(value) or is_binary(value) or is_struct(value, Regex),
        do: value
 
+  defp check!(_name, :nodes, value) when is_nil(value), do: value
+
+  defp check!(name, :nodes, value) when is_list(value) do
+    if Enum.all?(value, &is_atom/1),
+      do: value,
+      else:
+        raise(
+          ArgumentError,
+          "#{name}: nodes must be a list of node names, got: #{inspect(value)}"
+        )
+  end
+
+  defp check!(_name, key, value)
+       when key in [:timeout, :interval, :n] and is_integer(value) and value > 0,
+       do: value
+
+  defp check!(_name, :count, value) when is_nil(value) or (is_integer(value) and value > 0),
+    do: value
+
   defp check!(_name, :group, value) when value in [:stack, :function], do: value
   defp check!(_name, :group, {:depth, k} = value) when is_integer(k) and k > 0, do: value
 
@@ -88,6 +112,10 @@ defmodule Mtrace.Options do
         :function -> "a string, a Regex or nil"
         :group -> ":stack, :function or {:depth, k} with k > 0"
         :since -> "a mark (Mtrace.mark/0)"
+        :nodes -> "a list of node names"
+        k when k in [:timeout, :interval] -> "a number of milliseconds, more than 0"
+        :n -> "a whole number, more than 0"
+        :count -> "nil or a whole number, more than 0"
         _ -> "true or false"
       end
 

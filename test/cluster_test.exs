@@ -1,0 +1,62 @@
+defmodule Mtrace.ClusterTest do
+  # Readers over Erlang distribution: a node with the preload answers, one without says so, a
+  # node without mtrace's code says so, and a node that is not there is :noconnection.
+  use ExUnit.Case, async: true
+  import Mtrace.Test.Helpers
+
+  @moduletag timeout: 180_000
+
+  test "top, leaks, mark, diff and stats gather over nodes, with an error for each node that cannot answer" do
+    code = """
+    {_, 0} = System.cmd("epmd", ["-daemon"], env: [{"LD_PRELOAD", nil}])
+    {:ok, _} = :net_kernel.start([:"mtrace_a\#{System.pid()}@127.0.0.1", :longnames])
+    paths = :code.get_path()
+    mine = String.to_charlist(Path.join(:code.lib_dir(:mtrace), "ebin"))
+    peer = fn name, preload, paths ->
+      args = Enum.flat_map(paths, &[~c"-pa", &1])
+      {:ok, _, node} = :peer.start_link(%{name: :"\#{name}\#{System.pid()}", host: ~c"127.0.0.1",
+        longnames: true, args: args, env: [{~c"LD_PRELOAD", preload}]})
+      node
+    end
+    b = peer.("mtrace_b", String.to_charlist("#{mtrace_so()}"), paths)
+    c = peer.("mtrace_c", ~c"", paths)
+    d = peer.("mtrace_d", ~c"", paths -- [mine])
+    ghost = :"nobody@127.0.0.1"
+    nodes = [b, c, d, ghost]
+    marks = Mtrace.mark(nodes: [b])
+    {:module, _} = :erpc.call(b, :code, :ensure_loaded, [Mtrace.Test.Leaky])
+    address = :erpc.call(b, Mtrace.Test.Leaky, :alloc, [:malloc, 4242])
+    shape = fn
+      {:error, reason} -> {:error, reason}
+      list when is_list(list) -> Enum.map(list, &{&1.bytes, &1.blocks})
+      %{preloaded: p} -> {:preloaded, p}
+    end
+    result = %{
+      stats: Map.new(Mtrace.stats(nodes: nodes, timeout: 10_000), fn {n, v} -> {n, shape.(v)} end),
+      top: Map.new(Mtrace.top(5, nodes: nodes, library: "leaky.so"), fn {n, v} -> {n, shape.(v)} end),
+      diff: Map.new(Mtrace.diff(marks, nodes: [b], library: "leaky.so"), fn {n, v} -> {n, shape.(v)} end),
+      names: %{b: b, c: c, d: d, ghost: ghost},
+      address: address
+    }
+    IO.puts("RESULT " <> Base.encode64(:erlang.term_to_binary(result)))
+    """
+
+    {out, 0} = run_node(code)
+    [_, b64] = Regex.run(~r/^RESULT (\S+)$/m, out)
+    r = b64 |> Base.decode64!() |> :erlang.binary_to_term()
+    %{b: b, c: c, d: d, ghost: ghost} = r.names
+
+    assert r.stats == %{
+             b => {:preloaded, true},
+             c => {:preloaded, false},
+             d => {:error, :no_mtrace},
+             ghost => {:error, :noconnection}
+           }
+
+    assert r.top[b] == [{4242, 1}]
+    assert r.top[c] == {:error, :not_preloaded}
+    assert r.top[d] == {:error, :no_mtrace}
+    assert r.top[ghost] == {:error, :noconnection}
+    assert r.diff == %{b => [{4242, 1}]}
+  end
+end
