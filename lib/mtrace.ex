@@ -142,14 +142,11 @@ defmodule Mtrace do
   """
   @spec leaks(keyword()) :: [Site.t()] | %{node() => [Site.t()] | {:error, term()}}
   def leaks(opts \\ []) do
-    case Keyword.get(opts, :nodes) do
-      nil ->
-        {sites, _info} = leaks_info(opts)
-        sites
+    opts = Options.validate!(:leaks, "Mtrace.leaks/1", opts)
 
-      _ ->
-        across(:leaks, "Mtrace.leaks/1", opts, fn _node, local -> [local] end)
-    end
+    if opts[:nodes],
+      do: across(:leaks, "Mtrace.leaks/1", opts, fn _node, local -> [local] end),
+      else: opts |> leaks_here() |> elem(0)
   end
 
   @doc """
@@ -172,6 +169,10 @@ defmodule Mtrace do
           "Mtrace.leaks_info/1: nodes: is for leaks/1, top/2, diff/2 and stats/1"
         )
 
+    leaks_here(opts)
+  end
+
+  defp leaks_here(opts) do
     case Nif.leaks_nif(Options.ns(opts[:min_age])) |> preloaded!() do
       {:error, reason} ->
         raise Mtrace.IncompleteError, reason: reason
