@@ -376,7 +376,7 @@ defmodule Mtrace do
     |> Sites.by_size()
   end
 
-  defp preloaded!(:not_preloaded), do: raise(Mtrace.NotPreloadedError, path: Nif.library_path())
+  defp preloaded!(:not_preloaded), do: raise(Mtrace.NotPreloadedError)
   defp preloaded!(result), do: result
 
   # A reader on each node of opts[:nodes] over distribution, within opts[:timeout] in all:
@@ -408,6 +408,19 @@ defmodule Mtrace do
     :error, {:exception, reason, _} -> {:error, {:exception, reason}}
     :error, {:erpc, reason} -> {:error, reason}
   end
+
+  @doc """
+  The file this node's NIF loads, `priv/mtrace.so` of the mtrace application: the file to
+  preload (`LD_PRELOAD`), since only the very same file shares its table with the NIF.
+  `mix mtrace.preload` prints it, with the flags that make NIF allocations visible.
+
+  ## Examples
+
+      Mtrace.library_path()
+      #=> "/app/_build/dev/lib/mtrace/priv/mtrace.so"
+  """
+  @spec library_path() :: Path.t()
+  def library_path, do: Nif.library_path()
 
   @doc """
   Starts a `Mtrace.Watch` (not linked to the caller), which logs the sites that grew most every

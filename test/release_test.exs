@@ -92,6 +92,20 @@ defmodule Mtrace.ReleaseTest do
           do: path
 
     assert mapped == [mtrace_so]
+
+    # `remote` with piped input starts a local node of its own (IEx's limited shell ignores
+    # --remsh): its error says so, names the release's node, and that one is traced.
+    probe = ~s|try do Mtrace.olds(1) rescue e -> IO.puts(Exception.message(e)) end|
+
+    {out, _} =
+      System.cmd("sh", ["-c", ~s|printf '%s\n' '#{probe}' \| "#{bin}" remote|],
+        env: env,
+        stderr_to_stdout: true
+      )
+
+    assert out =~ "This node was started by the release's remote command"
+    assert out =~ "beside the release's node #{node}"
+    assert out =~ "which is traced"
   end
 
   defp decode(line, out) do

@@ -1,0 +1,47 @@
+defmodule Mix.Tasks.Mtrace.Preload do
+  @shortdoc "Prints the environment that starts a node traced by mtrace"
+  @moduledoc """
+  Prints the variables that start a node of this project traced by mtrace, for the current
+  `MIX_ENV`, on one line:
+
+      $ mix mtrace.preload
+      LD_PRELOAD=/app/_build/dev/lib/mtrace/priv/mtrace.so ERL_AFLAGS='+MRe false +MBe false'
+      $ eval "$(mix mtrace.preload) iex -S mix"
+
+  `LD_PRELOAD` is the file the NIF loads (`Mtrace.library_path/0`), wherever the dependency
+  lives (path, git, or this repository itself); the flags hand what NIFs allocate through
+  `enif_alloc` and resources to `malloc`, where mtrace sees it. With `--export`, two `export`
+  lines instead, for `eval "$(mix mtrace.preload --export)"` in a script. A release does the
+  same with the block of mtrace's `rel/env.sh.eex`.
+
+  The project is compiled first, so that the file exists.
+  """
+  use Mix.Task
+
+  @impl true
+  def run(args) do
+    {opts, _} = OptionParser.parse!(args, strict: [export: :boolean])
+    # Quietly: the line is meant for $(...), which would take what compile prints too.
+    shell = Mix.shell()
+    Mix.shell(Mix.Shell.Quiet)
+
+    try do
+      Mix.Task.run("compile", [])
+    after
+      Mix.shell(shell)
+    end
+
+    path = Path.join([Mix.Project.build_path(), "lib", "mtrace", "priv", "mtrace.so"])
+
+    unless File.exists?(path),
+      do: Mix.raise("#{path} is missing: is mtrace a dependency of this project, and compiled?")
+
+    flags = "'+MRe false +MBe false'"
+
+    Mix.shell().info(
+      if opts[:export],
+        do: "export LD_PRELOAD=#{path}\nexport ERL_AFLAGS=#{flags}",
+        else: "LD_PRELOAD=#{path} ERL_AFLAGS=#{flags}"
+    )
+  end
+end
