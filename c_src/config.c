@@ -185,6 +185,7 @@ void mt_config_load(void)
     load_size("MTRACE_REPORT_TOP", 0, (size_t)1 << 30, &mt_config.report_top);
     load_size("MTRACE_REPORT_DEPTH", 0, MT_DEPTH_MAX, &mt_config.report_depth);
     load_size("MTRACE_REPORT_REACHABLE", 0, 1, &mt_config.report_reachable);
+    load_size("MTRACE_REPORT_PID", 0, (size_t)1 << 22, &mt_config.report_pid);
     if (!refused("MTRACE_CSV")) mt_config.csv = load_text("MTRACE_CSV", csv, sizeof csv);
     load_size("MTRACE_CSV_AGE", 0, (size_t)1 << 31, &mt_config.csv_age);
     load_size("MTRACE_CSV_PERIOD", 1, 86400, &mt_config.csv_period);

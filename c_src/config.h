@@ -35,6 +35,7 @@ struct mt_config {
     size_t csv_period;   /* MTRACE_CSV_PERIOD: seconds between two passes */
     size_t csv_max;      /* MTRACE_CSV_MAX: bytes past which the file restarts, 0 for no limit */
     int fork_report;     /* MTRACE_FORK: report (1, the default) or none (0) in forked children */
+    size_t report_pid;   /* MTRACE_REPORT_PID: only this process reports (bin/mtrace run), 0: any */
     int account;         /* derived: live totals and site tallies kept (account.h) */
 };
 

@@ -3,6 +3,7 @@
 #include "service.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
@@ -10,6 +11,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -71,11 +73,43 @@ static int remove_made(const char *path, const struct stat *made)
 
 /* Writes req to dest (a template or "stderr"). A file not written whole is removed rather than
  * left to be read as the report. With quiet unset, a failure says one line. */
+/* A copy of stderr taken at start: many programs close their stderr before they exit (ls,
+ * through close_stdout), and the exit report comes after. Kept far above the descriptors a
+ * program counts on, and used only while it is still the file it was (a program may dup2 over
+ * it or close it). */
+static int stderr_copy = -1;
+static dev_t stderr_dev;
+static ino_t stderr_ino;
+
+static void keep_stderr(void)
+{
+    struct stat st;
+    int fd = fcntl(2, F_DUPFD_CLOEXEC, 512);
+    if (fd < 0) return;
+    if (fstat(fd, &st) != 0) {
+        close(fd);
+        return;
+    }
+    stderr_copy = fd;
+    stderr_dev = st.st_dev;
+    stderr_ino = st.st_ino;
+}
+
+static int report_stderr(void)
+{
+    struct stat st;
+    if (stderr_copy >= 0 && fstat(stderr_copy, &st) == 0 && st.st_dev == stderr_dev &&
+        st.st_ino == stderr_ino)
+        return stderr_copy;
+    return 2;
+}
+
 static int emit(const char *dest, const struct mt_report_req *req, int quiet)
 {
     char path[PATH_MAX];
     int fd = 2;
     if (strcmp(dest, "stderr") == 0) {
+        fd = report_stderr();
         strcpy(path, "stderr");
     } else if (mt_path_expand(dest, prog, req->seq, path, sizeof path) != 0) {
         if (!quiet) mt_say_error("cannot name the report file", dest, ENAMETOOLONG);
@@ -89,7 +123,7 @@ static int emit(const char *dest, const struct mt_report_req *req, int quiet)
     }
     struct stat made;
     int rc = mt_report_write(fd, req), e = errno, removed = 0;
-    if (fd != 2) {
+    if (strcmp(dest, "stderr") != 0) {
         int known = fstat(fd, &made) == 0;
         if (close(fd) != 0 && rc == 0) {
             rc = -1;
@@ -248,15 +282,24 @@ static void start(void)
     }
 }
 
+/* MTRACE_REPORT_PID (bin/mtrace run): only that process reports; the others it starts run
+ * quietly. */
+static int reporting_here(void)
+{
+    return !mt_config.report_pid || (pid_t)mt_config.report_pid == getpid();
+}
+
 __attribute__((constructor)) static void boot(void)
 {
     /* Only the copy that is the process's malloc (see hooks.c's constructor). */
     if (!mt_active() && (!mt_interposing() || !mt_start())) return;
     if (!mt_config.report && !mt_config.report_signal && !mt_config.csv) return;
+    if (!reporting_here()) return;
     mt_guard_hold();
     pthread_mutex_lock(&lock);
     name_program();
     first_pid = getpid();
+    keep_stderr();
     start();
     pthread_atfork(before_fork, after_fork_parent, after_fork_child);
     started = 1;
@@ -264,11 +307,13 @@ __attribute__((constructor)) static void boot(void)
     mt_guard_release();
 }
 
+static int exit_reported;
+
 __attribute__((destructor)) static void report_at_exit(void)
 {
-    if (!started) return;
+    if (!started || __atomic_exchange_n(&exit_reported, 1, __ATOMIC_ACQ_REL)) return;
     int child = getpid() != first_pid;
-    if (child && !mt_config.fork_report) return;
+    if (child && (!mt_config.fork_report || !reporting_here())) return;
     mt_guard_hold();
     pthread_mutex_lock(&lock);
     if (mt_config.csv && !child) mt_csv_pass(prog);
@@ -286,6 +331,19 @@ __attribute__((destructor)) static void report_at_exit(void)
     pthread_mutex_unlock(&lock);
     mt_guard_release();
 }
+
+/* A program that ends with _exit (dash's sh -c, daemons after their work) runs no destructor:
+ * the exit report is written here first, in the process mtrace started in. A forked child that
+ * calls _exit (an exec that failed, a vfork child sharing its parent's memory) is left alone.
+ * glibc's own exit() reaches the system call through an internal name, not this one. */
+__attribute__((visibility("default"), noreturn)) void _exit(int status)
+{
+    if (started && getpid() == first_pid) report_at_exit();
+    for (;;)
+        syscall(SYS_exit_group, status);
+}
+
+__attribute__((visibility("default"), noreturn, alias("_exit"))) void _Exit(int status);
 
 int mt_service_report(const char *path, int fd)
 {

@@ -37,6 +37,32 @@ defmodule Mtrace.RunTest do
     assert [%{bytes: 72704, blocks: 1}] = r.reachable_sites
   end
 
+  test "a command that closes its stderr before it exits still gets its report (ls)" do
+    {out, 0} = mtrace(["run", "--", "ls", root()])
+    assert out =~ "mix.exs"
+    assert [r] = reports(out)
+    assert r.prog == "ls" and r.complete
+  end
+
+  @tag :tmp_dir
+  test "only the command's own process reports, through a wrapper's exec; --children reports all",
+       %{tmp_dir: dir} do
+    wrapper = Path.join(dir, "wrapper")
+    File.write!(wrapper, "#!/bin/sh\n/bin/true\nls / >/dev/null\nexec #{bin("leaky")}\n")
+    File.chmod!(wrapper, 0o755)
+
+    {out, 0} = mtrace(["run", "--", wrapper])
+    assert [%{prog: "leaky", live: {8026, 10}}] = reports(out)
+
+    {out, 0} = mtrace(["run", "--children", "--", wrapper])
+    assert out |> reports() |> Enum.map(& &1.prog) |> Enum.sort() == ["leaky", "ls", "true"]
+  end
+
+  test "a process that ends with _exit (dash's sh -c) writes its report" do
+    {out, 0} = mtrace(["run", "--", "sh", "-c", "#{bin("leaky")} >/dev/null; exit 0"])
+    assert [%{prog: "sh", complete: true}] = reports(out)
+  end
+
   test "the command's exit status is passed through" do
     assert {_, 7} = mtrace(["run", "--", bin("leaky"), "7"])
     assert {_, 5} = mtrace(["run", "--", "/bin/sh", "-c", "exit 5"])

@@ -16,7 +16,7 @@ defmodule Mtrace.Test.Report do
   # Every MTRACE_* variable the tests set, unset unless given: the test node has its own.
   @vars ~w(LD_PRELOAD MTRACE_SLOTS MTRACE_SAMPLE MTRACE_REPORT MTRACE_REPORT_SIGNAL
            MTRACE_REPORT_TOP MTRACE_REPORT_DEPTH MTRACE_REPORT_REACHABLE MTRACE_CSV MTRACE_CSV_AGE MTRACE_CSV_PERIOD
-           MTRACE_CSV_MAX MTRACE_FORK)
+           MTRACE_CSV_MAX MTRACE_FORK MTRACE_REPORT_PID)
 
   @doc """
   Runs program with args and env (a nil value unsets; LD_PRELOAD defaults to the library, give
