@@ -95,7 +95,9 @@ defmodule Mtrace do
     if is_struct(opts[:function], Regex),
       do: raise(ArgumentError, "Mtrace.olds/2: function must be a string here, got a Regex")
 
-    Nif.olds_nif(n, opts[:demangle], Options.filter(opts)) |> preloaded!()
+    # Any n past the table's size means all of it: 2^64 answers as 2^64 - 1 does.
+    Nif.olds_nif(min(n, Options.no_limit()), opts[:demangle], Options.filter(opts))
+    |> preloaded!()
   end
 
   @doc """
