@@ -411,6 +411,89 @@ defmodule Mtrace do
     :error, {:erpc, reason} -> {:error, reason}
   end
 
+  @formats %{
+    folded: Mtrace.Format.Folded,
+    tree: Mtrace.Format.Tree,
+    dot: Mtrace.Format.Dot,
+    json: Mtrace.Format.Json,
+    html: Mtrace.Format.Html,
+    pprof: Mtrace.Format.Pprof
+  }
+
+  @doc """
+  Writes sites to `path` in a format that people's own tools open, and returns `:ok` or
+  `{:error, reason}` (the file could not be written).
+
+  Formats:
+
+    * `:html` - a flame graph in one self-contained HTML file: open it in a browser; click to
+      zoom, search to highlight, hover for bytes, blocks, share and file:line; colours by library.
+    * `:folded` - folded stacks (`frame;frame;frame bytes`, outermost first), for
+      `flamegraph.pl`, `inferno-flamegraph` or speedscope.
+    * `:pprof` - a gzipped `profile.proto` (`inuse_space`, `inuse_objects`), for `pprof -http`
+      and Grafana Pyroscope.
+    * `:dot` - the caller graph for Graphviz (`dot -Tsvg`), nodes weighted by live bytes.
+    * `:json` - gprof2dot's JSON input (memtrail's format): `gprof2dot -f json`.
+    * `:tree` - a text tree of live bytes by call path, with shares, for a terminal.
+
+  ## Options
+
+    * `:what` - `:live` (every live block, by `top/2`; the default), `:leaks` (`leaks/1`), or
+      `{:diff, mark}` (`diff/2`, the growth since the mark).
+    * `:threshold` - `:tree` and `:dot`: branches under this percentage of the total fold
+      (defaults 1.0 and 0.5).
+    * `:title` - `:html`: the page's title.
+    * the filters of the reader `:what` names (`:library`, `:function`, `:min_age`, ...).
+
+  ## Examples
+
+      Mtrace.write("leak.html", :html, what: :leaks, library: "my_nif")
+      #=> :ok
+  """
+  @spec write(Path.t(), atom(), keyword()) :: :ok | {:error, File.posix()}
+  def write(path, format, opts \\ []) do
+    {what, opts} = Keyword.pop(opts, :what, :live)
+    {format_opts, opts} = Keyword.split(opts, [:threshold, :title])
+
+    sites =
+      case what do
+        :live ->
+          top(Options.no_limit(), opts)
+
+        :leaks ->
+          leaks(opts)
+
+        {:diff, %Mark{} = mark} ->
+          diff(mark, opts)
+
+        other ->
+          raise ArgumentError,
+                "Mtrace.write/3: what must be :live, :leaks or {:diff, mark}, got: #{inspect(other)}"
+      end
+
+    File.write(path, render(sites, format, format_opts))
+  end
+
+  @doc """
+  Sites (from `top/2`, `leaks/1` or `diff/2`) in one of the formats of `write/3`, as iodata.
+
+  ## Examples
+
+      Mtrace.top(20) |> Mtrace.render(:folded) |> IO.puts()
+  """
+  @spec render([Site.t()], atom(), keyword()) :: iodata()
+  def render(sites, format, opts \\ []) do
+    case Map.fetch(@formats, format) do
+      {:ok, writer} ->
+        writer.render(sites, opts)
+
+      :error ->
+        raise ArgumentError,
+              "Mtrace.render/3: format must be one of #{@formats |> Map.keys() |> Enum.sort() |> inspect()}, " <>
+                "got: #{inspect(format)}"
+    end
+  end
+
   @doc """
   The file this node's NIF loads, `priv/mtrace.so` of the mtrace application: the file to
   preload (`LD_PRELOAD`), since only the very same file shares its table with the NIF.

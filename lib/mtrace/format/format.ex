@@ -1,0 +1,85 @@
+defmodule Mtrace.Format do
+  @moduledoc false
+  # What every writer shares: a frame's label, the sites' order, and a call tree built from the
+  # sites' stacks. One writer a format, each render(sites, opts) -> iodata (Mtrace.write/3).
+
+  alias Mtrace.Frame
+
+  @doc "A frame as people read it: function (file:line), else library+0xoffset, else address."
+  @spec label(Frame.t() | nil) :: String.t()
+  def label(nil), do: "??"
+
+  def label(%Frame{} = f) do
+    base =
+      cond do
+        f.function -> f.function
+        f.library -> "#{Path.basename(f.library)}+0x#{hex(f.offset || 0)}"
+        true -> "0x#{hex(f.address)}"
+      end
+
+    case {Map.get(f, :file), Map.get(f, :line)} do
+      {file, line} when is_binary(file) and is_integer(line) ->
+        "#{base} (#{Path.basename(file)}:#{line})"
+
+      _ ->
+        base
+    end
+  end
+
+  @doc "The frame's library, by its file name: what the pictures colour by."
+  @spec library(Frame.t() | nil) :: String.t()
+  def library(%Frame{library: lib}) when is_binary(lib), do: Path.basename(lib)
+  def library(_), do: "?"
+
+  @doc "Lowercase hexadecimal, without 0x."
+  @spec hex(non_neg_integer()) :: String.t()
+  def hex(n), do: String.downcase(Integer.to_string(n, 16))
+
+  @doc """
+  A call tree of the sites' positive bytes, from outermost frames (roots) to the allocating
+  ones: %{label, library, frame, bytes, blocks, children: [..]}, children largest first.
+  """
+  @spec tree([Mtrace.Site.t()]) :: map()
+  def tree(sites) do
+    root = %{label: "all", library: "", frame: nil, bytes: 0, blocks: 0, children: %{}}
+
+    sites
+    |> Enum.filter(&(&1.bytes > 0))
+    |> Enum.reduce(root, fn site, acc -> insert(acc, Enum.reverse(site.stack), site) end)
+    |> finish()
+  end
+
+  defp insert(node, frames, site) do
+    node = %{node | bytes: node.bytes + site.bytes, blocks: node.blocks + site.blocks}
+
+    case frames do
+      [] ->
+        node
+
+      [frame | rest] ->
+        key = label(frame)
+
+        child =
+          Map.get(node.children, key, %{
+            label: key,
+            library: library(frame),
+            frame: frame,
+            bytes: 0,
+            blocks: 0,
+            children: %{}
+          })
+
+        %{node | children: Map.put(node.children, key, insert(child, rest, site))}
+    end
+  end
+
+  defp finish(node) do
+    children = node.children |> Map.values() |> Enum.map(&finish/1)
+    %{node | children: Enum.sort_by(children, &{-&1.bytes, &1.label})}
+  end
+
+  @doc "p of total as a percentage with two decimals."
+  @spec percent(number(), number()) :: String.t()
+  def percent(_p, total) when total == 0, do: "0.00%"
+  def percent(p, total), do: :erlang.float_to_binary(100 * p / total, decimals: 2) <> "%"
+end
