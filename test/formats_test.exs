@@ -1,0 +1,128 @@
+defmodule Mtrace.FormatsTest do
+  # Each format opened by the tool its users use: dot renders the DOT, protoc decodes the pprof
+  # profile against pprof's own profile.proto, Python's json reads the gprof2dot JSON; the
+  # folded lines and the tree add up to the exact bytes; the HTML holds the frames it draws.
+  # async: false, so that only this test's blocks go through the test NIF meanwhile.
+  use ExUnit.Case, async: false
+  alias Mtrace.Test.Leaky
+
+  @moduletag timeout: 120_000
+  @proto_dir "/usr/share/gocode/src/github.com/google/pprof/proto"
+
+  setup do
+    blocks =
+      for(_ <- 1..3, do: {:malloc, Leaky.alloc(:malloc, 5000)}) ++
+        for(_ <- 1..2, do: {:cxx_new, Leaky.alloc(:cxx_new, 7000)})
+
+    on_exit(fn -> for {kind, a} <- blocks, do: Leaky.release(kind, a) end)
+    %{sites: Mtrace.top(100, library: "leaky.so", min_size: 5000)}
+  end
+
+  defp cmd(program, args, input \\ nil) do
+    path = Path.join(System.tmp_dir!(), "mtrace_fmt_#{System.unique_integer([:positive])}")
+    if input, do: File.write!(path, input)
+
+    result =
+      System.cmd(program, args ++ if(input, do: [path], else: []),
+        stderr_to_stdout: true,
+        env: [{"LD_PRELOAD", nil}]
+      )
+
+    File.rm(path)
+    result
+  end
+
+  test "folded lines sum to the exact bytes, outermost frame first", %{sites: sites} do
+    lines =
+      sites |> Mtrace.render(:folded) |> IO.iodata_to_binary() |> String.split("\n", trim: true)
+
+    counts = Enum.map(lines, &(&1 |> String.split(" ") |> List.last() |> String.to_integer()))
+    assert Enum.sort(counts) == [14000, 15000]
+    assert Enum.all?(lines, &String.contains?(&1, ";malloc "))
+    assert Enum.any?(lines, &String.contains?(&1, ";nif_alloc;leak_malloc;malloc "))
+  end
+
+  test "the tree's shares add up, and small branches fold", %{sites: sites} do
+    text = sites |> Mtrace.render(:tree) |> IO.iodata_to_binary()
+    assert text =~ ~r/^100.00% 29000 bytes in 5 blocks: all$/m
+    assert text =~ "51.72% 15000 bytes in 3 blocks: leak_malloc (leaky.so)"
+    assert text =~ "48.28% 14000 bytes in 2 blocks: operator new(unsigned long)"
+    folded = sites |> Mtrace.render(:tree, threshold: 50) |> IO.iodata_to_binary()
+    assert folded =~ "1 more path below 50%"
+    refute folded =~ "leaky::cxx_new"
+  end
+
+  test "dot renders the graph to SVG, with the leaking function's node", %{sites: sites} do
+    {svg, 0} = cmd("dot", ["-Tsvg"], Mtrace.render(sites, :dot))
+    assert svg =~ "<svg" and svg =~ "leak_malloc" and svg =~ "15000 bytes"
+  end
+
+  test "protoc decodes the pprof profile with the exact totals", %{sites: sites} do
+    gz = sites |> Mtrace.render(:pprof) |> IO.iodata_to_binary()
+
+    {text, 0} = decode(:zlib.gunzip(gz))
+
+    values =
+      Regex.scan(~r/^  value: (\d+)$/m, text) |> Enum.map(fn [_, v] -> String.to_integer(v) end)
+
+    # Each sample is [inuse_objects, inuse_space].
+    assert values |> Enum.chunk_every(2) |> Enum.sort() == [[2, 14000], [3, 15000]]
+    assert text =~ ~s|string_table: "inuse_space"| and text =~ ~s|string_table: "leak_malloc"|
+  end
+
+  defp decode(profile) do
+    path = Path.join(System.tmp_dir!(), "mtrace_pprof_#{System.unique_integer([:positive])}")
+    File.write!(path, profile)
+
+    result =
+      System.cmd(
+        "sh",
+        [
+          "-c",
+          ~s|protoc --decode=perftools.profiles.Profile -I "$1" profile.proto < "$2"|,
+          "sh",
+          @proto_dir,
+          path
+        ],
+        stderr_to_stdout: true,
+        env: [{"LD_PRELOAD", nil}]
+      )
+
+    File.rm(path)
+    result
+  end
+
+  test "the gprof2dot JSON is JSON, with the exact costs", %{sites: sites} do
+    script =
+      "import json,sys; d=json.load(open(sys.argv[1])); print(d['version'], sum(e['cost'][0] for e in d['events']), len(d['functions']))"
+
+    {out, 0} = cmd("python3", ["-c", script], Mtrace.render(sites, :json))
+    assert out =~ ~r/^0 29000 \d+$/m
+  end
+
+  test "the HTML flame graph is one file, with every frame it draws and nothing external",
+       %{sites: sites} do
+    html = sites |> Mtrace.render(:html) |> IO.iodata_to_binary()
+    assert html =~ "<svg" and html =~ "<script>"
+    # Nothing to fetch: no script or style source, no link, no url(); the one URL is the SVG
+    # namespace's name.
+    refute html =~ ~r/src=|href=|<link|url\(/
+    assert Regex.scan(~r/https?:/, html) == [["http:"]]
+
+    for label <- ["leak_malloc", "nif_alloc", "leaky::cxx_new(unsigned long)"],
+        do: assert(html =~ label)
+
+    assert html =~ "15000 bytes in 3 blocks (51.72%)"
+  end
+
+  test "write/3 writes the leaks of a node, or refuses a bad format" do
+    path =
+      Path.join(System.tmp_dir!(), "mtrace_write_#{System.unique_integer([:positive])}.folded")
+
+    assert :ok = Mtrace.write(path, :folded, library: "leaky.so", min_size: 5000)
+    assert File.read!(path) =~ "leak_malloc;malloc 15000"
+    File.rm!(path)
+    assert_raise ArgumentError, ~r/format must be one of/, fn -> Mtrace.render([], :svg) end
+    assert_raise ArgumentError, ~r/what must be/, fn -> Mtrace.write(path, :tree, what: :all) end
+  end
+end
