@@ -115,6 +115,59 @@ defmodule Mtrace.FormatsTest do
     assert html =~ "15000 bytes in 3 blocks (51.72%)"
   end
 
+  @tag :tmp_dir
+  test "headless Chromium draws the flame graph: the frames' colours on the page, their labels in the DOM, search highlights",
+       %{sites: sites, tmp_dir: dir} do
+    html_path = Path.join(dir, "leak.html")
+    html = sites |> Mtrace.render(:html) |> IO.iodata_to_binary()
+    File.write!(html_path, html)
+    png = Path.join(dir, "leak.png")
+
+    {_, 0} =
+      System.cmd(
+        "chromium",
+        chromium() ++ ["--screenshot=#{png}", "--window-size=1230,230", "file://#{html_path}"],
+        stderr_to_stdout: true,
+        env: [{"LD_PRELOAD", nil}]
+      )
+
+    {w, h, rows} = Mtrace.Test.Png.decode!(File.read!(png))
+    assert {w, h} == {1230, 230}
+    counts = rows |> List.flatten() |> Enum.frequencies()
+
+    # leak_malloc's cell is drawn in its library's colour: about 620 x 17 pixels of it.
+    [_, hue] =
+      Regex.run(
+        ~r|<title>leak_malloc\n[^<]*</title><rect[^>]*fill="hsl\((\d+), 70%, 65%\)"|,
+        html
+      )
+
+    colour = Mtrace.Test.Png.hsl(String.to_integer(hue), 70, 65)
+
+    near =
+      counts
+      |> Enum.filter(fn {{r, g, b}, _} -> close?({r, g, b}, colour) end)
+      |> Enum.map(&elem(&1, 1))
+      |> Enum.sum()
+
+    assert near > 15 * 600, "#{near} pixels of #{inspect(colour)}"
+
+    {dom, 0} =
+      System.cmd("chromium", chromium() ++ ["--dump-dom", "file://#{html_path}#cxx_new"],
+        stderr_to_stdout: true,
+        env: [{"LD_PRELOAD", nil}]
+      )
+
+    assert dom =~ ~r|<text [^>]*>leak_malloc</text>|
+    # The search given in the address (#cxx_new) ran: two frames match it, and their share shows.
+    assert length(Regex.scan(~r/class="f hit"/, dom)) == 2
+    assert dom =~ "matched: 48.28%"
+  end
+
+  defp chromium, do: ~w(--headless --disable-gpu --no-sandbox --hide-scrollbars)
+
+  defp close?({r, g, b}, {r2, g2, b2}), do: abs(r - r2) + abs(g - g2) + abs(b - b2) <= 12
+
   test "write/3 writes the leaks of a node, or refuses a bad format" do
     path =
       Path.join(System.tmp_dir!(), "mtrace_write_#{System.unique_integer([:positive])}.folded")

@@ -81,7 +81,7 @@ defmodule Mtrace.Format.Html do
   def render(sites, opts) do
     root = Format.tree(sites)
     title = Keyword.get(opts, :title, "mtrace: live bytes by call path")
-    {cells, depth} = layout(root, 0, 0.0, root.bytes, [], 0)
+    {cells, depth} = layout(root, 0, 0.0, {root.bytes, hues(root)}, [], 0)
     height = (depth + 1) * @row + 60
 
     [
@@ -103,20 +103,20 @@ defmodule Mtrace.Format.Html do
 
   # Depth-first, each node at its x (a fraction of the total) and depth; returns the cells and
   # the deepest depth.
-  defp layout(node, depth, x, total, acc, deepest) do
+  defp layout(node, depth, x, {total, _} = ctx, acc, deepest) do
     w = if total > 0, do: node.bytes / total, else: 0.0
-    acc = [cell(node, depth, x, w, total) | acc]
+    acc = [cell(node, depth, x, w, ctx) | acc]
 
     {acc, deepest, _} =
       Enum.reduce(node.children, {acc, max(depth, deepest), x}, fn child, {acc, deepest, cx} ->
-        {acc, deepest} = layout(child, depth + 1, cx, total, acc, deepest)
+        {acc, deepest} = layout(child, depth + 1, cx, ctx, acc, deepest)
         {acc, deepest, cx + child.bytes / total}
       end)
 
     {acc, deepest}
   end
 
-  defp cell(node, depth, x, w, total) do
+  defp cell(node, depth, x, w, {total, hues}) do
     info =
       "#{node.label}\n#{node.library}\n#{node.bytes} bytes in #{node.blocks} blocks " <>
         "(#{Format.percent(node.bytes, total)})"
@@ -128,7 +128,7 @@ defmodule Mtrace.Format.Html do
     ~s|<g class="f" data-x="#{num(x)}" data-w="#{num(w)}" data-d="#{depth}">| <>
       ~s|<title>#{esc(info)}</title>| <>
       ~s|<rect x="#{num(px)}" y="#{y}" width="#{num(max(pw - 0.5, 0.0))}" height="#{@row - 1}" | <>
-      ~s|fill="#{colour(node.library)}" rx="2"/>| <>
+      ~s|fill="#{colour(hues, node.library)}" rx="2"/>| <>
       ~s|<text x="#{num(px + 3)}" y="#{y + 13}">#{esc(fit(node.label, pw))}</text></g>\n|
   end
 
@@ -142,13 +142,22 @@ defmodule Mtrace.Format.Html do
     end
   end
 
-  # A hue per library, from a hash of its name; the root is grey.
-  defp colour(""), do: "#cccccc"
-
-  defp colour(library) do
-    hue = :erlang.phash2(library, 360)
-    "hsl(#{hue}, 70%, 65%)"
+  # A hue per library, the libraries taken in order of their names and spread by the golden
+  # angle, so that no two of a picture's libraries look alike (hashes put libstdc++ and a NIF
+  # next to each other). The root is grey.
+  defp hues(root) do
+    root
+    |> libraries()
+    |> Enum.uniq()
+    |> Enum.sort()
+    |> Enum.with_index()
+    |> Map.new(fn {lib, i} -> {lib, round(rem(trunc(i * 137.508 * 1000), 360_000) / 1000)} end)
   end
+
+  defp libraries(node), do: [node.library | Enum.flat_map(node.children, &libraries/1)]
+
+  defp colour(_hues, ""), do: "#cccccc"
+  defp colour(hues, library), do: "hsl(#{Map.fetch!(hues, library)}, 70%, 65%)"
 
   defp num(f) when is_float(f), do: :erlang.float_to_binary(f, decimals: 6)
   defp num(n), do: Integer.to_string(n)
