@@ -63,6 +63,37 @@ defmodule Mtrace.RunTest do
     assert [%{prog: "sh", complete: true}] = reports(out)
   end
 
+  @tag :tmp_dir
+  test "--format writes the exit report as a picture or a file of another tool; convert turns a text report",
+       %{tmp_dir: dir} do
+    html = Path.join(dir, "leaks.html")
+    {out, 7} = mtrace(["run", "--format", "html", "-o", html, "--", bin("leaky"), "7"])
+    assert out == "leaky: done\n"
+    page = File.read!(html)
+    assert page =~ "<svg" and page =~ "grow_realloc" and page =~ "4096 bytes in 1 blocks (51.03%)"
+
+    {tree, 0} = mtrace(["run", "--format", "tree", "--", bin("leaky")])
+    assert tree =~ ~r/^100.00% 8026 bytes in 10 blocks: all$/m
+
+    text = Path.join(dir, "report.txt")
+    {_, 0} = mtrace(["run", "-o", text, "--", bin("leaky")])
+    {folded, 0} = mtrace(["convert", "--format", "folded", text])
+    lines = String.split(folded, "\n", trim: true)
+    assert "main;grow_realloc;realloc 4096" in lines
+
+    assert lines
+           |> Enum.map(&(&1 |> String.split(" ") |> List.last() |> String.to_integer()))
+           |> Enum.sum() == 8026
+
+    {_, 0} = mtrace(["run", "--reachable", "-o", text <> "2", "--", bin("leaky")])
+    {kept, 0} = mtrace(["convert", "--format", "folded", "--reachable", text <> "2"])
+    assert [line] = String.split(kept, "\n", trim: true)
+    assert String.ends_with?(line, " 72704")
+
+    assert {"mtrace: --format takes one of" <> _, 2} =
+             mtrace(["convert", "--format", "svg", text])
+  end
+
   test "the command's exit status is passed through" do
     assert {_, 7} = mtrace(["run", "--", bin("leaky"), "7"])
     assert {_, 5} = mtrace(["run", "--", "/bin/sh", "-c", "exit 5"])

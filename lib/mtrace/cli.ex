@@ -1,0 +1,47 @@
+defmodule Mtrace.CLI do
+  @moduledoc false
+  # bin/mtrace's conversions: a text report (what the library writes at exit or on a signal)
+  # into another format, by the writers of Mtrace.write/3.
+
+  @spec convert([String.t()]) :: no_return()
+  def convert(args) do
+    {opts, files} =
+      OptionParser.parse!(args,
+        strict: [format: :string, output: :string, reachable: :boolean],
+        aliases: [o: :output]
+      )
+
+    with [input] <- files,
+         {:ok, format} <- format(opts[:format]),
+         {:ok, text} <- File.read(input) do
+      sites = Mtrace.Report.sites(text, reachable: opts[:reachable])
+      data = Mtrace.render(sites, format)
+      write(opts[:output], data)
+      System.halt(0)
+    else
+      {:error, reason} when is_atom(reason) -> die("cannot read the report: #{reason}")
+      {:error, message} -> die(message)
+      _ -> die("expected one report file (see mtrace --help)")
+    end
+  end
+
+  defp write(nil, data) do
+    # The bytes as they are: a unicode standard output would encode them once more.
+    :ok = :io.setopts(:standard_io, encoding: :latin1)
+    IO.binwrite(data)
+  end
+
+  defp write(path, data), do: File.write!(path, data)
+
+  @formats ~w(html folded pprof dot json tree)
+
+  defp format(name) when name in @formats, do: {:ok, String.to_atom(name)}
+
+  defp format(name),
+    do: {:error, "--format takes one of #{Enum.join(@formats, ", ")}, got: #{inspect(name)}"}
+
+  defp die(message) do
+    IO.puts(:stderr, "mtrace: " <> message)
+    System.halt(2)
+  end
+end
