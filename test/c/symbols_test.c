@@ -21,6 +21,20 @@
 
 static int passed, failed;
 
+/* The old one-frame view of an address: its module and the function its code is in. */
+struct mt_symbol {
+    const char *path, *name;
+};
+
+static int mt_symbolize(uintptr_t ip, int demangle, struct mt_symbol *out)
+{
+    struct mt_frame_info f[MT_INLINE_MAX];
+    int n = mt_symbolize_frames(UINT64_MAX, ip, demangle, f, MT_INLINE_MAX);
+    out->path = f[n - 1].path;
+    out->name = f[n - 1].function;
+    return out->path ? 0 : -1;
+}
+
 static void check(int ok, const char *what, const struct mt_symbol *s)
 {
     if (ok)
@@ -171,8 +185,9 @@ static void malformed_files(void)
     check(ok && !s.name, "deleted file: path, no name", &s);
     ok = replaced_lib(dir, orig, len, "not an ELF file\n", 16, &s);
     check(ok && !s.name, "non-ELF file: path, no name", &s);
+    /* The build id survives in the first half: a debug file found by it may still name it. */
     ok = replaced_lib(dir, orig, len, orig, len / 2, &s);
-    check(ok && !s.name, "truncated file: path, no name", &s);
+    check(ok && (!s.name || strstr(s.name, "hypot")), "truncated file: path, no other name", &s);
 
     /* Any answer is acceptable for a corrupted file; a crash or a wrong path is not. */
     unsigned char *bad = malloc(len);
