@@ -96,6 +96,48 @@ defmodule Mtrace.ReportTest do
     assert {r.dropped, r.stacks_dropped, r.unmatched_frees} == {0, 0, 0}
   end
 
+  @tag :tmp_dir
+  test "the exit report and the CSV give source lines, an inlined function on a line of its own",
+       %{tmp_dir: dir} do
+    report_file = Path.join(dir, "r.txt")
+    csv = Path.join(dir, "r.csv")
+
+    {out, 0} =
+      run(bin("inlineprog"), [], [
+        {"MTRACE_REPORT", report_file},
+        {"MTRACE_CSV", csv},
+        {"MTRACE_CSV_AGE", "0"}
+      ])
+
+    assert out == "inlineprog: done\n"
+    text = File.read!(report_file)
+    r = report!(text)
+    source = Path.join(root(), "test/report/inlineprog.c")
+    at = fn name -> "inlineprog.c:#{Mtrace.Test.Helpers.line_of(source, name)}" end
+
+    assert [{"malloc", hook}, {"inline_leak", inlined}, {"outer_static", outer}, {"main", main}] =
+             site!(r, "inline_leak").frames
+
+    assert tracer?(hook)
+    assert {inlined, outer, main} == {at.("inline"), at.("outer"), at.("main_outer")}
+
+    assert [{"malloc", _}, {"plain_static", plain}, {"main", main}] =
+             site!(r, "plain_static").frames
+
+    assert {plain, main} == {at.("plain"), at.("main_plain")}
+
+    # The inlined function and the one it is in share their address.
+    [_, a1, a2] =
+      Regex.run(~r/by (0x[0-9a-f]+): inline_leak .*\n    by (0x[0-9a-f]+): outer_static /, text)
+
+    assert a1 == a2
+
+    # The CSV's stack field has the report's frames, one a line.
+    [_, stack] = Regex.run(~r/,4242,[^"]*"([^"]*)"/, File.read!(csv))
+    shown = site!(r, "inline_leak").frames |> Enum.map_join("\n", fn {f, w} -> "#{f} (#{w})" end)
+    assert String.starts_with?(stack, shown <> "\n")
+  end
+
   # The executable's canonical malloc (its PLT entry) is what dlsym finds first, and what
   # &malloc gives inside mtrace: mtrace must still see that the loader binds malloc to it.
   @tag :tmp_dir
