@@ -175,8 +175,21 @@ int mt_dwarf_frames(struct mt_dwarf *d, uintptr_t a, int demangle, struct mt_fra
     Dwfl_Line *ln = dwfl_module_getsrc(d->mod, a);
     int line = 0;
     const char *file = ln ? dwfl_lineinfo(ln, NULL, &line, NULL, NULL, NULL) : NULL;
-    Dwarf_Die *scopes = NULL;
+    Dwarf_Die *scopes = NULL, inner;
     int nscopes = dwarf_getscopes(cu, a - bias, &scopes), n = 0;
+    /* dwarf_getscopes goes on from an inlined instance into its abstract definition's scopes;
+     * the callers are the DIEs that hold the instance, as elfutils' addr2line finds them. */
+    Dwarf_Addr dwarf_bias;
+    if (nscopes > 0 && dwarf_offdie(dwfl_module_getdwarf(d->mod, &dwarf_bias),
+                                    dwarf_dieoffset(&scopes[0]), &inner)) {
+        Dwarf_Die *chain = NULL;
+        int nchain = dwarf_getscopes_die(&inner, &chain);
+        if (nchain > 0) {
+            free(scopes);
+            scopes = chain;
+            nscopes = nchain;
+        }
+    }
     int outer = 0;
     for (int i = 0; i < nscopes && !outer; i++) {
         int tag = dwarf_tag(&scopes[i]);
