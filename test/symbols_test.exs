@@ -57,6 +57,19 @@ defmodule Mtrace.SymbolsTest do
                String.downcase(Integer.to_string(inlined.offset, 16)) <> " inlined>"
   end
 
+  test "inlined functions nested two deep: each a frame, innermost first, then their caller" do
+    lib = Path.join(@dir, "symbolic.so")
+    {[_hook, inner, middle, caller | _], _} = site_frames(lib, "sym_nested", 70_015)
+
+    assert [
+             {"inner_alloc", line_of(@c, "inner"), true},
+             {"middle_alloc", line_of(@c, "middle"), true},
+             {"sym_nested", line_of(@c, "nested_caller"), false}
+           ] == Enum.map([inner, middle, caller], &{&1.function, &1.line, &1.inlined})
+
+    assert inner.address == caller.address
+  end
+
   test "C++ and Rust (legacy and v0) names, demangled or not" do
     lib = Path.join(@dir, "symbolic.so")
     {[_, cxx | _], _} = site_frames(lib, "sym_cxx", 70_003)

@@ -27,6 +27,22 @@ API void *sym_inline(size_t n)
     return inlined_alloc(n); /* site:inline_caller */
 }
 
+/* Two levels: an inlined function that an inlined function calls. */
+static inline __attribute__((always_inline)) void *inner_alloc(size_t n)
+{
+    return malloc(n); /* site:inner */
+}
+
+static inline __attribute__((always_inline)) void *middle_alloc(size_t n)
+{
+    return inner_alloc(n); /* site:middle */
+}
+
+API void *sym_nested(size_t n)
+{
+    return middle_alloc(n); /* site:nested_caller */
+}
+
 /* Names as rustc spells them (legacy and v0 manglings), for the demangler. */
 API void *rust_legacy(size_t n) __asm__("_ZN8symbolic6legacy5alloc17h0123456789abcdefE");
 API void *rust_legacy(size_t n)
