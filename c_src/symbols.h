@@ -8,13 +8,14 @@
  *   live table; it is never called while other threads are stopped.
  * - Thread safe: one mutex guards the module history and the caches.
  * - Two backends behind one answer. Function names come from the ELF .symtab (static functions
- *   included), else .dynsym, else the symbols of a .gnu_debugdata section (MiniDebugInfo); the
- *   function an address is in keeps its symbol table name. Source file and line, and the
- *   functions inlined at the address, come from DWARF through libdwfl, in the file itself or in
- *   a separate debug file found by build id (DIR/.build-id/xx/yyyy.debug) or by .gnu_debuglink
- *   (beside the file, in its .debug directory, or under DIR plus the file's directory), for each
- *   DIR of MTRACE_DEBUG_DIRS (colon-separated, read once) and then /usr/lib/debug. debuginfod is
- *   never asked. Without DWARF a frame has no file and line, and no inlined frames.
+ *   included), else .dynsym with the .symtab of a .gnu_debugdata section (MiniDebugInfo); the
+ *   function an address is in keeps its symbol table name, DWARF's when no table names it, and
+ *   inlined functions have DWARF's names. Source file and line, and the functions inlined at
+ *   the address, come from DWARF through libdwfl, in the file itself or in a separate debug file
+ *   found by build id (DIR/.build-id/xx/yyyy.debug) or by .gnu_debuglink (beside the file, in
+ *   its .debug directory, or under DIR plus the file's directory), for each DIR of
+ *   MTRACE_DEBUG_DIRS (colon-separated, read once) and then /usr/lib/debug. debuginfod is never
+ *   asked. Without DWARF a frame has no file and line, and no inlined frames.
  * - Demangling (C++ and Rust) is done by libiberty's cplus_demangle in this process: no shell,
  *   no subprocess.
  * - Strings returned are interned and stay valid for the life of the process; the caller never

@@ -27,17 +27,20 @@ static void walk_modules(void)
 
 __attribute__((visibility("default"))) int dlclose(void *handle)
 {
-    if (!real_dlclose) {
+    int (*real)(void *) = __atomic_load_n(&real_dlclose, __ATOMIC_RELAXED);
+    if (!real) {
+        /* Threads racing here all find the same function. */
         mt_guard_hold();
         int e = errno;
-        real_dlclose = (int (*)(void *))dlsym(RTLD_NEXT, "dlclose");
+        real = (int (*)(void *))dlsym(RTLD_NEXT, "dlclose");
         errno = e;
         mt_guard_release();
-        if (!real_dlclose) return -1;
+        if (!real) return -1;
+        __atomic_store_n(&real_dlclose, real, __ATOMIC_RELAXED);
     }
-    if (!mt_active()) return real_dlclose(handle);
+    if (!mt_active()) return real(handle);
     walk_modules();
-    int rc = real_dlclose(handle);
+    int rc = real(handle);
     walk_modules();
     return rc;
 }
