@@ -1,7 +1,6 @@
-/* symbols_test.c: standalone checks for symbols.c, one line per check, then "N passed, M failed".
- *
- * Build: cc -std=gnu11 -O0 -g -rdynamic -o /tmp/test_symbols c_src/test_symbols.c \
- *            c_src/symbols.c -liberty -ldl -lpthread
+/* symbols_test.c: standalone checks for symbols.c and its backends, one line per check, then
+ * "N passed, M failed". Built by test/c/Makefile. Without mt_symbols_start() every address is
+ * taken as live now; the test/symbols_test.exs tests cover source lines and unloaded libraries.
  * The asm labels give this program symbols spelled as C++ and Rust compilers would spell them,
  * so demangling is checked without a C++ or Rust toolchain.
  */
