@@ -4,11 +4,11 @@ include makevars.mk
 WARN = -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 # Frame pointers in the tracer's own frames keep the frame-pointer unwinding mode sound.
 ALL_CFLAGS = -std=gnu11 -O2 -g -fPIC -fvisibility=hidden -fno-semantic-interposition \
-	-fno-omit-frame-pointer $(WARN) $(ERL_CFLAGS) $(UNWIND_CFLAGS) $(CFLAGS)
-OBJS = config.o mem.o table.o stack.o recorder.o hooks.o symbols.o nif.o writer.o report.o csv.o \
-	service.o api.o snapshot.o world.o reach.o
+	-fno-omit-frame-pointer $(WARN) $(ERL_CFLAGS) $(UNWIND_CFLAGS) $(DW_CFLAGS) $(CFLAGS)
+OBJS = config.o mem.o table.o stack.o recorder.o hooks.o symbols.o symbols_elf.o symbols_dwarf.o \
+	unload.o nif.o writer.o report.o csv.o service.o api.o snapshot.o world.o reach.o
 HDRS = config.h hooks.h mem.h snapshot.h world.h reach.h table.h stack.h recorder.h symbols.h \
-	account.h writer.h report.h csv.h \
+	symbols_backend.h account.h writer.h report.h csv.h \
 	service.h
 LIB = ../priv/mtrace.so
 
@@ -18,7 +18,7 @@ all: $(LIB)
 $(LIB): $(OBJS) mtrace.version
 	mkdir -p ../priv
 	$(CC) -shared -o $(LIB).tmp $(OBJS) -Wl,--version-script=mtrace.version -Wl,-z,defs \
-		$(UNWIND_LIBS) $(IBERTY_LIBS) -lm -ldl -lpthread $(LDFLAGS)
+		$(UNWIND_LIBS) $(DW_LIBS) $(IBERTY_LIBS) -llzma -lm -ldl -lpthread $(LDFLAGS)
 	mv $(LIB).tmp $(LIB)
 
 $(OBJS): $(HDRS) makevars.mk

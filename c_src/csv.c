@@ -143,9 +143,13 @@ static void row(struct mt_out *o, const char *event, const struct mt_record *b, 
     mt_out_str(o, b->addr & MT_TRACK_BIT ? ",track," : ",heap,");
     mt_out_u64(o, b->stack);
     mt_out_str(o, ",\"");
-    for (int i = 0; i < n; i++) {
-        if (i) mt_out_str(o, "\n");
-        mt_report_frame(o, ips[i], 1);
+    struct mt_frame_info f[MT_INLINE_MAX];
+    for (int i = 0, lines = 0; i < n; i++) {
+        int k = mt_symbolize_frames(b->stack, ips[i], 1, f, MT_INLINE_MAX);
+        for (int j = 0; j < k; j++) {
+            if (lines++) mt_out_str(o, "\n");
+            mt_report_frame(o, &f[j], 1);
+        }
     }
     mt_out_str(o, "\",");
     weight_field(o, b);

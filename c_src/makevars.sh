@@ -18,11 +18,21 @@ else
   unwind_libs=-lunwind
 fi
 
+if pkg-config --exists libdw 2>/dev/null; then
+  dw_cflags=$(pkg-config --cflags libdw)
+  dw_libs=$(pkg-config --libs libdw)
+else
+  dw_cflags=
+  dw_libs="-ldw -lelf"
+fi
+
 cat <<MK
 CC = ${CC:-cc}
 CXX = ${CXX:-c++}
 ERL_CFLAGS = -I$erl_include
 UNWIND_CFLAGS = $unwind_cflags
 UNWIND_LIBS = $unwind_libs
+DW_CFLAGS = $dw_cflags
+DW_LIBS = $dw_libs
 IBERTY_LIBS = -liberty
 MK

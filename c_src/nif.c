@@ -45,7 +45,7 @@
 #pragma weak enif_raise_exception
 
 static ERL_NIF_TERM atom_true, atom_false, atom_nil, atom_not_preloaded, atom_error, atom_sampling,
-    atom_dropped, atom_reset, atom_enomem;
+    atom_dropped, atom_reset, atom_enomem, atom_maybe;
 
 /* When reset/0 last emptied the table (CLOCK_MONOTONIC_COARSE), 0 if never: the blocks live
  * then have no record, so nothing can be called lost. */
@@ -120,11 +120,13 @@ static int stack_matches(struct filter *f, uint32_t id)
     if (!f->memo[id]) {
         const uintptr_t *ips;
         int n = mt_stack_get(id, &ips), library = !f->has_library, function = !f->has_function;
+        struct mt_frame_info fr[MT_INLINE_MAX];
         for (int i = 0; i < n && !(library && function); i++) {
-            struct mt_symbol sym;
-            if (mt_symbolize(ips[i], f->has_function, &sym) != 0) continue;
-            library = library || strstr(sym.path, f->library);
-            function = function || (sym.name && strstr(sym.name, f->function));
+            int k = mt_symbolize_frames(id, ips[i], f->has_function, fr, MT_INLINE_MAX);
+            for (int j = 0; j < k; j++) {
+                library = library || (fr[j].path && strstr(fr[j].path, f->library));
+                function = function || (fr[j].function && strstr(fr[j].function, f->function));
+            }
         }
         f->memo[id] = library && function ? 1 : -1;
     }
@@ -185,13 +187,17 @@ static ERL_NIF_TERM make_stack(ErlNifEnv *env, uint32_t id, int demangle)
     int n = mt_stack_get(id, &ips);
     ERL_NIF_TERM frames[MT_DEPTH_MAX];
     for (int i = 0; i < n; i++) {
-        struct mt_symbol sym;
-        if (mt_symbolize(ips[i], demangle, &sym) != 0) {
+        /* One pair an address, inlined functions aside: the function its code belongs to, and
+         * nil for a library unloaded since. */
+        struct mt_frame_info fr[MT_INLINE_MAX];
+        const struct mt_frame_info *outer =
+            &fr[mt_symbolize_frames(id, ips[i], demangle, fr, MT_INLINE_MAX) - 1];
+        if (!outer->path || outer->unloaded != MT_FRAME_LOADED) {
             frames[i] = atom_nil;
             continue;
         }
-        ERL_NIF_TERM pair[2] = {make_string(env, sym.path),
-                                sym.name ? make_string(env, sym.name) : atom_nil};
+        ERL_NIF_TERM pair[2] = {make_string(env, outer->path),
+                                outer->function ? make_string(env, outer->function) : atom_nil};
         frames[i] = enif_make_tuple_from_array(env, pair, 2);
     }
     return enif_make_list_from_array(env, frames, (unsigned)n);
@@ -401,7 +407,10 @@ static ERL_NIF_TERM leaks(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     return enif_make_tuple_from_array(env, pair, 2);
 }
 
-/* frames(stack_ids, demangle) -> one list per id of {address, path | nil, name | nil, offset} */
+/* frames(stack_ids, demangle) -> one list per id of {address, path | nil, name | nil,
+ * offset | nil, file | nil, line | nil, inlined, unloaded}, a tuple per function (inlined ones
+ * first, with their caller's address); unloaded is false, true, or maybe (symbols.h's REPLACED,
+ * with path nil). */
 static ERL_NIF_TERM frames(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     ERL_NIF_TERM list = argv[0], head, *out;
@@ -421,19 +430,32 @@ static ERL_NIF_TERM frames(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         if (!enif_get_uint64(env, head, &id) || id > mt_stack_count()) break;
         const uintptr_t *ips;
         int depth = id ? mt_stack_get((uint32_t)id, &ips) : 0;
-        ERL_NIF_TERM f[MT_DEPTH_MAX];
+        ERL_NIF_TERM f[MT_DEPTH_MAX * 4];
+        unsigned nf = 0;
         for (int i = 0; i < depth; i++) {
-            struct mt_symbol sym;
-            int known = mt_symbolize(ips[i], demangle, &sym) == 0;
-            ERL_NIF_TERM t[4] = {
-                enif_make_uint64(env, ips[i]),
-                known ? make_string(env, sym.path) : atom_nil,
-                known && sym.name ? make_string(env, sym.name) : atom_nil,
-                known ? enif_make_uint64(env, ips[i] - sym.base) : atom_nil,
-            };
-            f[i] = enif_make_tuple_from_array(env, t, 4);
+            struct mt_frame_info fr[MT_INLINE_MAX];
+            /* Room for every address, then as many inlined frames as fit. */
+            int room = (int)(sizeof f / sizeof *f - nf) - (depth - i - 1);
+            int k = mt_symbolize_frames(id, ips[i], demangle, fr,
+                                        room < MT_INLINE_MAX ? room : MT_INLINE_MAX);
+            for (int j = 0; j < k; j++) {
+                const struct mt_frame_info *x = &fr[j];
+                ERL_NIF_TERM t[8] = {
+                    enif_make_uint64(env, ips[i]),
+                    x->path ? make_string(env, x->path) : atom_nil,
+                    x->function ? make_string(env, x->function) : atom_nil,
+                    x->path ? enif_make_uint64(env, x->offset) : atom_nil,
+                    x->file ? make_string(env, x->file) : atom_nil,
+                    x->file ? enif_make_uint64(env, (uint64_t)x->line) : atom_nil,
+                    x->inlined ? atom_true : atom_false,
+                    x->unloaded == MT_FRAME_LOADED     ? atom_false
+                    : x->unloaded == MT_FRAME_UNLOADED ? atom_true
+                                                       : atom_maybe,
+                };
+                f[nf++] = enif_make_tuple_from_array(env, t, 8);
+            }
         }
-        out[n++] = enif_make_list_from_array(env, f, (unsigned)depth);
+        out[n++] = enif_make_list_from_array(env, f, nf);
     }
     ERL_NIF_TERM result = enif_is_empty_list(env, list) ? enif_make_list_from_array(env, out, n)
                                                         : enif_make_badarg(env);
@@ -541,6 +563,7 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
     atom_dropped = enif_make_atom(env, "dropped");
     atom_reset = enif_make_atom(env, "reset");
     atom_enomem = enif_make_atom(env, "enomem");
+    atom_maybe = enif_make_atom(env, "maybe");
     return 0;
 }
 

@@ -29,19 +29,35 @@ int mt_report_depth(int n)
     return d && d < (size_t)n ? (int)d : n;
 }
 
-const char *mt_report_frame(struct mt_out *o, uintptr_t ip, int quoted)
+void mt_report_frame(struct mt_out *o, const struct mt_frame_info *f, int quoted)
 {
-    struct mt_symbol sym;
     void (*text)(struct mt_out *, const char *) = quoted ? mt_out_quoted : mt_out_str;
-    if (mt_symbolize(ip, 1, &sym) != 0) {
-        mt_out_str(o, "?? (no module)");
-        return NULL;
+    if (f->unloaded == MT_FRAME_REPLACED) {
+        mt_out_str(o, "?? (unloaded or replaced)");
+        return;
     }
-    text(o, sym.name ? sym.name : "??");
-    mt_out_str(o, " (");
-    text(o, sym.path);
-    mt_out_str(o, ")");
-    return sym.name;
+    if (!f->path) {
+        mt_out_str(o, "?? (no module)");
+        return;
+    }
+    if (f->function) {
+        text(o, f->function);
+        mt_out_str(o, " (");
+        if (f->file) {
+            const char *slash = strrchr(f->file, '/');
+            text(o, slash ? slash + 1 : f->file);
+            mt_out_str(o, ":");
+            mt_out_u64(o, (uint64_t)f->line);
+        } else {
+            text(o, f->path);
+        }
+        mt_out_str(o, ")");
+    } else {
+        text(o, f->path);
+        mt_out_str(o, "+");
+        mt_out_hex(o, f->offset);
+    }
+    if (f->unloaded == MT_FRAME_UNLOADED) mt_out_str(o, " [unloaded]");
 }
 
 static int by_frames(const void *pa, const void *pb)
@@ -313,14 +329,20 @@ static void print_site(struct mt_out *o, const struct site *s, size_t rank, size
     mt_out_u64(o, total);
     mt_out_str(o, "\n");
     if (s->id == 0) mt_out_str(o, "    (no stack: the stack table was full)\n");
-    /* As valgrind does, nothing below main: the C library's start-up, the same for every site. */
-    const char *name = NULL;
-    for (int i = 0; i < s->n && !(name && strcmp(name, "main") == 0); i++) {
-        mt_out_str(o, i ? "    by " : "    at ");
-        mt_out_hex(o, s->ips[i]);
-        mt_out_str(o, ": ");
-        name = mt_report_frame(o, s->ips[i], 0);
-        mt_out_str(o, "\n");
+    /* As valgrind does, nothing below main: the C library's start-up, the same for every site.
+     * An address with inlined functions takes a line for each, all with that address. */
+    struct mt_frame_info f[MT_INLINE_MAX];
+    int lines = 0, at_main = 0;
+    for (int i = 0; i < s->n && !at_main; i++) {
+        int n = mt_symbolize_frames(s->id, s->ips[i], 1, f, MT_INLINE_MAX);
+        for (int k = 0; k < n; k++) {
+            mt_out_str(o, lines++ ? "    by " : "    at ");
+            mt_out_hex(o, s->ips[i]);
+            mt_out_str(o, ": ");
+            mt_report_frame(o, &f[k], 0);
+            mt_out_str(o, "\n");
+        }
+        at_main = f[n - 1].function && strcmp(f[n - 1].function, "main") == 0;
     }
 }
 

@@ -6,7 +6,8 @@
  * dropped. A changes report lists, per call site, what was allocated minus what was freed since
  * a baseline of site tallies (account.h): frees count against the site that made the block, so
  * sites can go negative. Each stack is printed innermost frame first, symbolized and demangled
- * by symbols.c, down to main (what lies below it is the C library's start-up).
+ * by symbols.c (a line per inlined function), down to main (what lies below it is the C
+ * library's start-up).
  *
  * Contract
  * - Never on the hook path: it allocates (untraced: the calling thread holds the recorder's
@@ -22,6 +23,7 @@
 #include <stdint.h>
 
 #include "account.h"
+#include "symbols.h"
 #include "writer.h"
 
 struct mt_report_req {
@@ -36,9 +38,12 @@ struct mt_report_req {
 
 int mt_report_write(int fd, const struct mt_report_req *req);
 
-/* "name (path)" for a frame, "?? (path)" without a name, "?? (no module)" outside any module;
- * with quoted set, as the inside of a quoted CSV field. Returns the name, NULL when none. */
-const char *mt_report_frame(struct mt_out *o, uintptr_t ip, int quoted);
+/* One frame, as valgrind prints it: "function (file:line)" (the file's base name) when DWARF
+ * knows the line, else "function (path)", "path+0xoffset" without a name, "?? (no module)"
+ * outside any module; " [unloaded]" follows a frame of a library unloaded since, and
+ * "?? (unloaded or replaced)" stands for one whose library is not known (symbols.h). With quoted
+ * set, as the inside of a quoted CSV field. */
+void mt_report_frame(struct mt_out *o, const struct mt_frame_info *f, int quoted);
 
 /* Frames shown of a stack of n: MTRACE_REPORT_DEPTH, at most n. */
 int mt_report_depth(int n);

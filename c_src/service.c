@@ -23,6 +23,7 @@
 #include "recorder.h"
 #include "report.h"
 #include "stack.h"
+#include "symbols.h"
 #include "writer.h"
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -289,10 +290,19 @@ static int reporting_here(void)
     return !mt_config.report_pid || (pid_t)mt_config.report_pid == getpid();
 }
 
+static uint64_t stacks_so_far(void)
+{
+    return mt_stack_count();
+}
+
 __attribute__((constructor)) static void boot(void)
 {
     /* Only the copy that is the process's malloc (see hooks.c's constructor). */
     if (!mt_active() && (!mt_interposing() || !mt_start())) return;
+    /* The symbolizer's first look at the modules, before the program can unload any. */
+    mt_guard_hold();
+    mt_symbols_start(stacks_so_far);
+    mt_guard_release();
     if (!mt_config.report && !mt_config.report_signal && !mt_config.csv) return;
     if (!reporting_here()) return;
     mt_guard_hold();

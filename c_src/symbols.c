@@ -1,204 +1,205 @@
-/* symbols.c: turns instruction addresses into {module path, function name}; see symbols.h.
+/* symbols.c: the symbolizer's seam (see symbols.h): which module an address of a stack was in,
+ * the two backends asked about it (symbols_elf.c, symbols_dwarf.c), and the caches.
  *
- * We read each module's ELF symbol table ourselves rather than use dladdr, which only sees
- * .dynsym and so misses static functions, or addr2line, which would need a subprocess. Names
- * are copied into a cache that is never freed, so the strings we return never dangle.
+ * Module records are never freed: an unloaded module keeps its record (its range and the walks
+ * that saw it) so that old stacks are still told apart from the modules loaded after it, and
+ * the strings handed out never dangle.
  */
 #define _GNU_SOURCE
 #include "symbols.h"
 
-#include <elf.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <libiberty/demangle.h>
 #include <limits.h>
 #include <link.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-struct sym {
-    uint64_t start; /* st_value, so lookups subtract the module's load bias first */
-    uint64_t size;
-    const char *name;
-    const char *demangled; /* NULL until first asked; == name when demangling failed */
-    int rank;              /* which of several aliases at one address reads best */
-};
-
-/* Size and mtime join the inode because a file rebuilt in place often gets the inode back. */
-struct file_id {
-    dev_t dev;
-    ino_t ino;
-    off_t size;
-    struct timespec mtime;
-};
+#include "symbols_backend.h"
 
 struct module {
     struct module *next;
     char *path;
     uintptr_t base, lo, hi; /* load bias and the span of the PT_LOAD segments */
-    struct file_id file;    /* all zero when the path names no regular file */
-    int live;               /* seen in the latest dl_iterate_phdr walk */
-    int loaded;             /* symbols read, or known to be unreadable */
-    struct sym *syms;
-    size_t nsyms;
+    struct mt_file_id file; /* all zero when the path names no regular file */
+    int is_file;
+    unsigned first, last; /* the walks that saw it: first..last, without a gap */
+    int live;             /* seen in the latest walk */
+    int seen;             /* during a walk: seen in it */
+    int elf_tried, dwarf_tried;
+    struct mt_elf_syms *elf;
+    struct mt_dwarf *dwarf;
+};
+
+/* A look at the module list. Stacks with ids in (clock of the walk before, clock] were interned
+ * between the two; exact: every unload between them is one of the modules the walk found gone. */
+struct walk {
+    uint64_t clock;
+    int exact;
+};
+
+/* One cached answer: frames pool[first .. first + n) for address a of module m. */
+struct entry {
+    const struct module *m;
+    uintptr_t a;
+    int demangle;
+    uint32_t first, n;
 };
 
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct module *modules;
-static unsigned long long seen_gen;
+static struct walk *walks;
+static unsigned nwalks, walks_cap;
+static unsigned long long seen_adds, seen_subs;
+static int walked;
+static uint64_t (*clock_fn)(void);
+static char *debug_path;
 
-static struct file_id id_of(const struct stat *st)
+static struct entry *entries;
+static size_t entries_cap, entries_used;
+static struct mt_frame_info *pool;
+static size_t pool_cap, pool_used;
+
+static char **interned;
+static size_t interned_cap, interned_used;
+
+static size_t hash_str(const char *s)
 {
-    return (struct file_id){st->st_dev, st->st_ino, st->st_size, st->st_mtim};
+    size_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
 }
 
-static int same_file(struct file_id a, struct file_id b)
+/* Grows an open-addressed table of pointers to twice its size; NULL slots are empty. */
+static int grow_strings(void)
 {
-    return a.dev == b.dev && a.ino == b.ino && a.size == b.size &&
-           a.mtime.tv_sec == b.mtime.tv_sec && a.mtime.tv_nsec == b.mtime.tv_nsec;
+    size_t cap = interned_cap ? interned_cap * 2 : 1024;
+    char **t = calloc(cap, sizeof *t);
+    if (!t) return -1;
+    for (size_t i = 0; i < interned_cap; i++) {
+        if (!interned[i]) continue;
+        size_t j = hash_str(interned[i]) & (cap - 1);
+        while (t[j])
+            j = (j + 1) & (cap - 1);
+        t[j] = interned[i];
+    }
+    free(interned);
+    interned = t;
+    interned_cap = cap;
+    return 0;
 }
 
-/* Overflow-safe: does [off, off + len) lie within a file of n bytes? */
-static int inside(uint64_t off, uint64_t len, uint64_t n)
+const char *mt_symbols_intern(const char *s)
 {
-    return off <= n && len <= n - off;
+    if (!s) return NULL;
+    if (2 * (interned_used + 1) > interned_cap && grow_strings() != 0) return NULL;
+    size_t i = hash_str(s) & (interned_cap - 1);
+    for (; interned[i]; i = (i + 1) & (interned_cap - 1))
+        if (strcmp(interned[i], s) == 0) return interned[i];
+    if (!(interned[i] = strdup(s))) return NULL;
+    interned_used++;
+    return interned[i];
 }
 
-/* The symbol's name when it is a defined function we keep, else NULL. */
-static const char *func_name(const Elf64_Sym *s, const char *strs, uint64_t strsz)
+static size_t hash_entry(const struct module *m, uintptr_t a, int demangle)
 {
-    int type = ELF64_ST_TYPE(s->st_info);
-    if ((type != STT_FUNC && type != STT_GNU_IFUNC) || !s->st_value || s->st_shndx == SHN_UNDEF ||
-        s->st_name >= strsz || !strs[s->st_name] ||
-        !memchr(strs + s->st_name, '\0', strsz - s->st_name))
-        return NULL;
-    return strs + s->st_name;
+    uint64_t h = ((uint64_t)(uintptr_t)m * 0x9E3779B97F4A7C15ull) ^ a ^ (uint64_t)demangle << 63;
+    h *= 0xff51afd7ed558ccdull;
+    return (size_t)(h ^ h >> 33);
 }
 
-static int by_start(const void *pa, const void *pb)
+static struct entry *find_entry(const struct module *m, uintptr_t a, int demangle)
 {
-    const struct sym *a = pa, *b = pb;
-    if (a->start != b->start) return a->start < b->start ? -1 : 1;
-    if (a->rank != b->rank) return a->rank < b->rank ? -1 : 1;
-    return strcmp(b->name, a->name);
+    if (!entries_cap) return NULL;
+    for (size_t i = hash_entry(m, a, demangle) & (entries_cap - 1);;
+         i = (i + 1) & (entries_cap - 1)) {
+        struct entry *e = &entries[i];
+        if (!e->m) return NULL;
+        if (e->m == m && e->a == a && e->demangle == demangle) return e;
+    }
 }
 
-static void read_elf(struct module *m, const unsigned char *f, uint64_t n)
+static int grow_entries(void)
 {
-    const Elf64_Ehdr *eh = (const void *)f;
-    if (memcmp(eh->e_ident, ELFMAG, SELFMAG) || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
-        eh->e_ident[EI_DATA] != ELFDATA2LSB || eh->e_shentsize != sizeof(Elf64_Shdr) ||
-        !eh->e_shoff || eh->e_shoff % 8 || !inside(eh->e_shoff, sizeof(Elf64_Shdr), n))
-        return;
-    const Elf64_Shdr *sh = (const void *)(f + eh->e_shoff);
-    /* With 0xff00 sections or more, e_shnum is 0 and the count moves to section 0. */
-    uint64_t shnum = eh->e_shnum ? eh->e_shnum : sh[0].sh_size;
-    if (shnum > (n - eh->e_shoff) / sizeof *sh) return;
-    const Elf64_Shdr *tab = NULL;
-    for (uint64_t i = 0; i < shnum; i++)
-        if (sh[i].sh_type == SHT_SYMTAB || (sh[i].sh_type == SHT_DYNSYM && !tab)) tab = &sh[i];
-    if (!tab || tab->sh_entsize != sizeof(Elf64_Sym) || tab->sh_offset % 8 ||
-        !inside(tab->sh_offset, tab->sh_size, n) || tab->sh_link >= shnum)
-        return;
-    const Elf64_Shdr *strh = &sh[tab->sh_link];
-    if (strh->sh_type != SHT_STRTAB || !inside(strh->sh_offset, strh->sh_size, n)) return;
-    const Elf64_Sym *es = (const void *)(f + tab->sh_offset);
-    const char *strs = (const char *)f + strh->sh_offset;
-    size_t count = tab->sh_size / sizeof *es, kept = 0, bytes = 0;
-    for (size_t i = 0; i < count; i++) {
-        const char *name = func_name(&es[i], strs, strh->sh_size);
-        if (name) {
-            kept++;
-            bytes += strlen(name) + 1;
+    size_t cap = entries_cap ? entries_cap * 2 : 4096;
+    struct entry *t = calloc(cap, sizeof *t);
+    if (!t) return -1;
+    for (size_t i = 0; i < entries_cap; i++) {
+        if (!entries[i].m) continue;
+        size_t j = hash_entry(entries[i].m, entries[i].a, entries[i].demangle) & (cap - 1);
+        while (t[j].m)
+            j = (j + 1) & (cap - 1);
+        t[j] = entries[i];
+    }
+    free(entries);
+    entries = t;
+    entries_cap = cap;
+    return 0;
+}
+
+/* Keeps n frames as the answer for (m, a, demangle); on failure the answer is simply not kept. */
+static void remember(const struct module *m, uintptr_t a, int demangle,
+                     const struct mt_frame_info *f, int n)
+{
+    if (2 * (entries_used + 1) > entries_cap && grow_entries() != 0) return;
+    if (pool_used + (size_t)n > pool_cap) {
+        size_t cap = pool_cap ? pool_cap * 2 : 4096;
+        struct mt_frame_info *p = realloc(pool, cap * sizeof *p);
+        if (!p) return;
+        pool = p;
+        pool_cap = cap;
+    }
+    size_t i = hash_entry(m, a, demangle) & (entries_cap - 1);
+    while (entries[i].m)
+        i = (i + 1) & (entries_cap - 1);
+    entries[i] = (struct entry){m, a, demangle, (uint32_t)pool_used, (uint32_t)n};
+    memcpy(&pool[pool_used], f, (size_t)n * sizeof *f);
+    pool_used += (size_t)n;
+    entries_used++;
+}
+
+/* The debug file search path libdwfl reads: MTRACE_DEBUG_DIRS, then Debian's. */
+static void set_debug_path(void)
+{
+    const char *dirs = secure_getenv("MTRACE_DEBUG_DIRS");
+    const char *system_dir = "/usr/lib/debug";
+    size_t len = dirs && *dirs ? strlen(dirs) + 1 : 0;
+    debug_path = malloc(len + strlen(system_dir) + 1);
+    if (!debug_path) return;
+    if (len) {
+        memcpy(debug_path, dirs, len - 1);
+        debug_path[len - 1] = ':';
+    }
+    strcpy(debug_path + len, system_dir);
+}
+
+/* One walk of the loader's list, as seen under its lock. */
+struct walking {
+    unsigned index;
+    int failed, counted;
+    unsigned long long adds, subs;
+    uint64_t clock;
+};
+
+static int walk_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    struct walking *w = arg;
+    if (!w->counted) {
+        /* Read here, under the loader's lock, so that the clock and the counts describe the
+         * very list this walk sees. */
+        w->counted = 1;
+        w->clock = clock_fn ? clock_fn() : 0;
+        if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs) {
+            w->adds = info->dlpi_adds;
+            w->subs = info->dlpi_subs;
+        } else {
+            w->failed = 1;
         }
     }
-    if (!kept) return;
-    struct sym *v = malloc(kept * sizeof *v);
-    char *buf = malloc(bytes);
-    if (!v || !buf) {
-        free(v);
-        free(buf);
-        return;
-    }
-    size_t k = 0;
-    for (size_t i = 0; i < count; i++) {
-        const char *name = func_name(&es[i], strs, strh->sh_size);
-        if (!name) continue;
-        size_t len = strlen(name) + 1;
-        int bind = ELF64_ST_BIND(es[i].st_info);
-        memcpy(buf, name, len);
-        /* Public spellings (malloc, not __libc_malloc) first, then the strongest binding. */
-        v[k++] = (struct sym){.start = es[i].st_value,
-                              .size = es[i].st_size,
-                              .name = buf,
-                              .rank = (name[0] != '_') * 4 + (bind == STB_GLOBAL) * 2 +
-                                      (bind == STB_WEAK)};
-        buf += len;
-    }
-    qsort(v, kept, sizeof *v, by_start);
-    /* One entry per address, the best-ranked alias last in its run, so the binary search
-     * below sees a strictly increasing array. */
-    k = 0;
-    for (size_t i = 0; i < kept; i++) {
-        if (i + 1 < kept && v[i + 1].start == v[i].start) {
-            if (v[i].size > v[i + 1].size) v[i + 1].size = v[i].size;
-            continue;
-        }
-        v[k++] = v[i];
-    }
-    m->syms = v;
-    m->nsyms = k;
-}
-
-static void load_symbols(struct module *m)
-{
-    int fd = open(m->path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return;
-    struct stat st;
-    void *map = MAP_FAILED;
-    /* The file must still be the one we keyed the module on, not a replacement. */
-    if (fstat(fd, &st) == 0 && same_file(id_of(&st), m->file) &&
-        (uint64_t)st.st_size >= sizeof(Elf64_Ehdr))
-        map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (map == MAP_FAILED) return;
-    read_elf(m, map, (uint64_t)st.st_size);
-    munmap(map, (size_t)st.st_size);
-}
-
-/* Greatest start <= a; a zero-sized symbol is taken to run up to the next one. */
-static struct sym *find_sym(const struct module *m, uint64_t a)
-{
-    size_t lo = 0, hi = m->nsyms;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (m->syms[mid].start <= a)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (!lo) return NULL;
-    struct sym *s = &m->syms[lo - 1];
-    return s->size == 0 || a - s->start < s->size ? s : NULL;
-}
-
-/* Loads plus unloads so far: any dlopen or dlclose changes it. 0 when the loader keeps no
- * count, which makes every call walk the module list. */
-static int gen_cb(struct dl_phdr_info *info, size_t size, void *arg)
-{
-    int counted = size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs;
-    *(unsigned long long *)arg = counted ? info->dlpi_adds + info->dlpi_subs : 0;
-    return 1;
-}
-
-static int refresh_cb(struct dl_phdr_info *info, size_t size, void *arg)
-{
-    (void)size;
     uintptr_t lo = UINTPTR_MAX, hi = 0;
     for (ElfW(Half) i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
@@ -207,7 +208,7 @@ static int refresh_cb(struct dl_phdr_info *info, size_t size, void *arg)
         if (start < lo) lo = start;
         if (start + ph->p_memsz > hi) hi = start + ph->p_memsz;
     }
-    if (lo >= hi) return 0;
+    if (lo >= hi) lo = hi = 0; /* kept, so that the counts still match, but covering nothing */
     char exe[PATH_MAX];
     const char *path = info->dlpi_name;
     if (!path || !path[0]) {
@@ -217,10 +218,11 @@ static int refresh_cb(struct dl_phdr_info *info, size_t size, void *arg)
     }
     struct stat st;
     int is_file = stat(path, &st) == 0 && S_ISREG(st.st_mode);
-    struct file_id id = is_file ? id_of(&st) : (struct file_id){0};
+    struct mt_file_id id = is_file ? mt_file_id_of(&st) : (struct mt_file_id){0};
     for (struct module *m = modules; m; m = m->next)
-        if (m->base == info->dlpi_addr && same_file(m->file, id) && !strcmp(m->path, path)) {
-            m->live = 1;
+        if (m->live && m->base == info->dlpi_addr && mt_same_file(m->file, id) &&
+            !strcmp(m->path, path)) {
+            m->seen = 1;
             return 0;
         }
     struct module *m = calloc(1, sizeof *m);
@@ -228,7 +230,7 @@ static int refresh_cb(struct dl_phdr_info *info, size_t size, void *arg)
     if (!m || !copy) {
         free(m);
         free(copy);
-        *(int *)arg = 1;
+        w->failed = 1;
         return 0;
     }
     *m = (struct module){.next = modules,
@@ -237,50 +239,183 @@ static int refresh_cb(struct dl_phdr_info *info, size_t size, void *arg)
                          .lo = lo,
                          .hi = hi,
                          .file = id,
+                         .is_file = is_file,
+                         .first = w->index,
+                         .last = w->index,
                          .live = 1,
-                         .loaded = !is_file};
+                         .seen = 1};
     modules = m;
     return 0;
 }
 
-int mt_symbolize(uintptr_t ip, int demangle, struct mt_symbol *out)
+/* The loader's counts of loads and unloads so far. */
+static int counts_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    unsigned long long *c = arg;
+    if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs) {
+        c[0] = info->dlpi_adds;
+        c[1] = info->dlpi_subs;
+    }
+    return 1;
+}
+
+static void walk(void)
+{
+    if (nwalks == walks_cap) {
+        unsigned cap = walks_cap ? walks_cap * 2 : 64;
+        struct walk *t = realloc(walks, cap * sizeof *t);
+        if (!t) return;
+        walks = t;
+        walks_cap = cap;
+    }
+    struct walking w = {.index = nwalks};
+    for (struct module *m = modules; m; m = m->next)
+        m->seen = 0;
+    dl_iterate_phdr(walk_cb, &w);
+    unsigned long long gone = 0;
+    for (struct module *m = modules; m; m = m->next) {
+        if (!m->live) continue;
+        if (m->seen)
+            m->last = nwalks;
+        else
+            m->live = 0, gone++;
+    }
+    /* Only an unload can hide a module from the walks: one loaded since and still there is
+     * found. So a walk is exact when the loader unloaded just the modules it found gone; the
+     * first, when nothing was ever unloaded. */
+    int exact = !w.failed && w.subs - (walked ? seen_subs : 0) == gone;
+    walks[nwalks++] = (struct walk){w.clock, exact};
+    seen_adds = w.adds;
+    seen_subs = w.subs;
+    walked = 1;
+}
+
+/* Walks when a module came or went since the last walk (or the loader keeps no counts). */
+static void refresh(void)
+{
+    unsigned long long c[2] = {0, 0};
+    dl_iterate_phdr(counts_cb, c);
+    if (!walked || (c[0] | c[1]) == 0 || c[0] != seen_adds || c[1] != seen_subs) walk();
+}
+
+static struct module *covering(uintptr_t a, unsigned w)
+{
+    for (struct module *m = modules; m; m = m->next)
+        if (a >= m->lo && a < m->hi && m->first <= w && w <= m->last) return m;
+    return NULL;
+}
+
+/* The module whose code was at a when stack `when` was interned (see symbols.h); NULL with
+ * *state MT_FRAME_REPLACED when that is not known, or MT_FRAME_LOADED when no module was there. */
+static struct module *resolve(uint64_t when, uintptr_t a, int *state)
+{
+    *state = MT_FRAME_LOADED;
+    if (!nwalks) return NULL;
+    unsigned k = nwalks;
+    if (clock_fn) {
+        unsigned lo = 0, hi = nwalks;
+        while (lo < hi) {
+            unsigned mid = lo + (hi - lo) / 2;
+            if (when <= walks[mid].clock)
+                hi = mid;
+            else
+                lo = mid + 1;
+        }
+        k = lo;
+    }
+    if (k == nwalks) {
+        /* After the latest walk, and the loader's counts have not moved since. */
+        struct module *m = covering(a, nwalks - 1);
+        return m && m->live ? m : NULL;
+    }
+    struct module *before = k ? covering(a, k - 1) : NULL, *after = covering(a, k);
+    if (before == after) return before;
+    if (walks[k].exact && !(before && after)) return before ? before : after;
+    *state = MT_FRAME_REPLACED;
+    return NULL;
+}
+
+/* The frames of address a in module m, computed (cache miss). At most MT_INLINE_MAX. */
+static int compute(struct module *m, uintptr_t a, int demangle, struct mt_frame_info *f)
+{
+    if (!m->dwarf_tried && m->is_file)
+        m->dwarf = mt_dwarf_open(m->path, m->file, m->base, debug_path);
+    m->dwarf_tried = 1;
+    int n = m->dwarf ? mt_dwarf_frames(m->dwarf, a, demangle, f, MT_INLINE_MAX) : 0;
+    if (!n) {
+        f[0] = (struct mt_frame_info){0};
+        n = 1;
+    }
+    if (!m->elf_tried && m->is_file) m->elf = mt_elf_open(m->path, m->file);
+    m->elf_tried = 1;
+    /* The function the machine code is in keeps its symbol table name, as mtrace named it
+     * before it read DWARF: a clone's suffix, the public alias of several. */
+    const char *name = mt_elf_name(m->elf, a - m->base, demangle);
+    if (name) f[n - 1].function = name;
+    for (int i = 0; i < n; i++) {
+        f[i].path = m->path;
+        f[i].offset = a + 1 - m->base;
+        f[i].function = mt_symbols_intern(f[i].function);
+        f[i].file = mt_symbols_intern(f[i].file);
+        if (!f[i].file) f[i].line = 0;
+    }
+    return n;
+}
+
+int mt_symbolize_frames(uint64_t when, uintptr_t ip, int demangle, struct mt_frame_info *out,
+                        int max)
 {
     uintptr_t a = ip - 1;
-    unsigned long long gen = 0;
-    struct module *m;
-    out->path = out->name = NULL;
-    out->base = 0;
+    int state, n;
+    demangle = !!demangle;
     pthread_mutex_lock(&cache_lock);
-    dl_iterate_phdr(gen_cb, &gen);
-    /* Without a change in the count, a walk could find nothing new: skip it. */
-    if (!gen || gen != seen_gen) {
-        int failed = 0;
-        for (m = modules; m; m = m->next)
-            m->live = 0;
-        dl_iterate_phdr(refresh_cb, &failed);
-        seen_gen = failed ? 0 : gen;
-    }
-    m = modules;
-    while (m && !(m->live && a >= m->lo && a < m->hi))
-        m = m->next;
-    if (m) {
-        out->path = m->path;
-        out->base = m->base;
-        if (!m->loaded) {
-            load_symbols(m);
-            m->loaded = 1;
+    int saved = errno;
+    if (!debug_path) set_debug_path();
+    refresh();
+    struct module *m = resolve(when, a, &state);
+    if (!m) {
+        out[0] = (struct mt_frame_info){.unloaded = state};
+        n = 1;
+    } else {
+        struct mt_frame_info computed[MT_INLINE_MAX];
+        const struct mt_frame_info *f = computed;
+        struct entry *e = find_entry(m, a, demangle);
+        if (e) {
+            f = &pool[e->first];
+            n = (int)e->n;
+        } else {
+            n = compute(m, a, demangle, computed);
+            remember(m, a, demangle, computed, n);
         }
-        struct sym *s = find_sym(m, a - m->base);
-        if (s && demangle) {
-            if (!s->demangled) {
-                char *d = cplus_demangle(s->name, DMGL_PARAMS | DMGL_ANSI);
-                s->demangled = d ? d : s->name;
-            }
-            out->name = s->demangled;
-        } else if (s) {
-            out->name = s->name;
-        }
+        /* Too deep for the caller: the innermost frames and the function they are in. */
+        int k = n <= max ? n : max;
+        memcpy(out, f, (size_t)(k - 1) * sizeof *f);
+        out[k - 1] = f[n - 1];
+        n = k;
+        for (int i = 0; i < n; i++)
+            out[i].unloaded = m->live ? MT_FRAME_LOADED : MT_FRAME_UNLOADED;
     }
+    errno = saved;
     pthread_mutex_unlock(&cache_lock);
-    return m ? 0 : -1;
+    return n;
+}
+
+void mt_symbols_start(uint64_t (*clock)(void))
+{
+    pthread_mutex_lock(&cache_lock);
+    int saved = errno;
+    clock_fn = clock;
+    if (!debug_path) set_debug_path();
+    walk();
+    errno = saved;
+    pthread_mutex_unlock(&cache_lock);
+}
+
+void mt_symbols_unloading(void)
+{
+    pthread_mutex_lock(&cache_lock);
+    int saved = errno;
+    refresh();
+    errno = saved;
+    pthread_mutex_unlock(&cache_lock);
 }

@@ -28,13 +28,17 @@ defmodule Mtrace do
 
   @coarse_tick_ms 5
 
-  @typedoc "A frame: the library's path and the function's name (`nil` when it has none)."
+  @typedoc """
+  A frame: the library's path and the name of the function its code is in (`nil` when it has
+  none); functions inlined there are not listed (`Mtrace.Frame` has them).
+  """
   @type frame :: {library :: String.t(), symbol :: String.t() | nil} | nil
 
   @typedoc """
   A live allocation: how long ago it was made, its requested size, its address, the time spent
   symbolizing its stack, and the stack, innermost frame first. Frame 0 is the intercepted
-  function itself (`malloc`, `calloc`, ...); a `nil` frame lies in no loaded library.
+  function itself (`malloc`, `calloc`, ...); a `nil` frame lies in no loaded library (JIT code,
+  or a library unloaded since the stack was recorded).
   """
   @type record ::
           {age_seconds :: float(), size :: non_neg_integer(), address :: non_neg_integer(),

@@ -24,7 +24,10 @@ defmodule Mtrace.ReportTest do
   @leaked_blocks 10
   @transient 1_048_576
 
-  defp own?(site), do: Enum.any?(site.frames, fn {_, path} -> path == bin("leaky") end)
+  # leaky is built with -g: its frames give its source lines.
+  @leaky_sources ["leaky.c", "leaky_new.cc"]
+  defp leaky?(where), do: line_in?(where, @leaky_sources)
+  defp own?(site), do: Enum.any?(site.frames, fn {_, where} -> leaky?(where) end)
 
   defp leaky_report(dir, args \\ [], env \\ []) do
     template = Path.join(dir, "%n-%p.txt")
@@ -62,8 +65,10 @@ defmodule Mtrace.ReportTest do
                )
 
       [{^hook, lib} | callers] = site.frames
-      assert lib == so()
-      assert Enum.all?(callers, fn {_, path} -> path != so() end), "no tracer frame: #{fun}"
+      assert tracer?(lib)
+
+      assert Enum.all?(callers, fn {_, where} -> not tracer?(where) end),
+             "no tracer frame: #{fun}"
 
       case fun do
         "leaky::make_list(int)" ->
@@ -77,8 +82,8 @@ defmodule Mtrace.ReportTest do
           assert libstdcxx =~ "libstdc++"
 
         _ ->
-          assert [{^fun, path}, {"main", path} | _] = callers
-          assert path == bin("leaky")
+          assert [{^fun, here}, {"main", there} | _] = callers
+          assert leaky?(here) and leaky?(there)
       end
     end
 
@@ -89,6 +94,48 @@ defmodule Mtrace.ReportTest do
 
     assert r.calls["malloc"] == 13 + base_blocks
     assert {r.dropped, r.stacks_dropped, r.unmatched_frees} == {0, 0, 0}
+  end
+
+  @tag :tmp_dir
+  test "the exit report and the CSV give source lines, an inlined function on a line of its own",
+       %{tmp_dir: dir} do
+    report_file = Path.join(dir, "r.txt")
+    csv = Path.join(dir, "r.csv")
+
+    {out, 0} =
+      run(bin("inlineprog"), [], [
+        {"MTRACE_REPORT", report_file},
+        {"MTRACE_CSV", csv},
+        {"MTRACE_CSV_AGE", "0"}
+      ])
+
+    assert out == "inlineprog: done\n"
+    text = File.read!(report_file)
+    r = report!(text)
+    source = Path.join(root(), "test/report/inlineprog.c")
+    at = fn name -> "inlineprog.c:#{Mtrace.Test.Helpers.line_of(source, name)}" end
+
+    assert [{"malloc", hook}, {"inline_leak", inlined}, {"outer_static", outer}, {"main", main}] =
+             site!(r, "inline_leak").frames
+
+    assert tracer?(hook)
+    assert {inlined, outer, main} == {at.("inline"), at.("outer"), at.("main_outer")}
+
+    assert [{"malloc", _}, {"plain_static", plain}, {"main", main}] =
+             site!(r, "plain_static").frames
+
+    assert {plain, main} == {at.("plain"), at.("main_plain")}
+
+    # The inlined function and the one it is in share their address.
+    [_, a1, a2] =
+      Regex.run(~r/by (0x[0-9a-f]+): inline_leak .*\n    by (0x[0-9a-f]+): outer_static /, text)
+
+    assert a1 == a2
+
+    # The CSV's stack field has the report's frames, one a line.
+    [_, stack] = Regex.run(~r/,4242,[^"]*"([^"]*)"/, File.read!(csv))
+    shown = site!(r, "inline_leak").frames |> Enum.map_join("\n", fn {f, w} -> "#{f} (#{w})" end)
+    assert String.starts_with?(stack, shown <> "\n")
   end
 
   # The executable's canonical malloc (its PLT entry) is what dlsym finds first, and what
@@ -103,7 +150,7 @@ defmodule Mtrace.ReportTest do
 
     # Frame 0 is mtrace's malloc, not the executable's PLT entry that malloc's address names there.
     assert [{"malloc", lib}, {"leak_nopie", prog} | _] = site.frames
-    assert {lib, prog} == {so(), bin("nopie")}
+    assert tracer?(lib) and line_in?(prog, ["nopie.c"])
   end
 
   @tag :tmp_dir
@@ -164,7 +211,7 @@ defmodule Mtrace.ReportTest do
     assert [pool] = r.reachable_sites
     assert {pool.bytes, pool.blocks} == r.reachable
     assert Enum.any?(pool.frames, fn {_, path} -> path =~ "libstdc++" end)
-    refute Enum.any?(pool.frames, fn {_, path} -> path == bin("leaky") end)
+    refute Enum.any?(pool.frames, fn {_, where} -> leaky?(where) end)
   end
 
   @tag :tmp_dir

@@ -1,39 +1,68 @@
 defmodule Mtrace.Frame do
   @moduledoc """
-  One frame of a native stack, innermost first in `Mtrace.Site` stacks.
+  One frame of a native stack, innermost first in `Mtrace.Site` stacks. An address whose code
+  has functions inlined into it gives one frame per function: the inlined ones first (innermost
+  first, `inlined: true`), then the function they were inlined into, all with that address.
 
     * `:kind` - `:native` (machine code in a loaded library or executable).
     * `:library` - the path of the file the code belongs to, `nil` for an address in no
-      loaded file (the BEAM's JIT code, or a library unloaded since).
-    * `:function` - the function's name (demangled when asked), `nil` when the file's symbol
-      tables name none.
+      loaded file (the BEAM's JIT code), or in a library whose identity is not known (see
+      `:unloaded`).
+    * `:function` - the function's name (demangled when asked), `nil` when neither the file's
+      symbol tables nor its debug information name one.
     * `:address` - the return address (frame 0: the intercepted function's entry).
     * `:offset` - `address` less the library's load address: the address in the file, as
       `addr2line -e library` wants it (less one, for a return address). `nil` with no library.
+    * `:file`, `:line` - the source line (of the call, for a return address), from DWARF debug
+      information in the file or in a separate debug file; `nil` without it.
+    * `:inlined` - `true` when the function was inlined into the next frame's.
+    * `:unloaded` - `false`; `true` when `library` has been unloaded since the stack was
+      recorded (its names and lines are still read from its file when unchanged); `:maybe` when
+      another library was loaded at that address since, and which one held it then is not known
+      (`library` is then `nil`: a frame is never named after a library loaded later).
   """
 
-  defstruct kind: :native, library: nil, function: nil, address: 0, offset: nil
+  defstruct kind: :native,
+            library: nil,
+            function: nil,
+            address: 0,
+            offset: nil,
+            file: nil,
+            line: nil,
+            inlined: false,
+            unloaded: false
 
   @type t :: %__MODULE__{
           kind: :native,
           library: String.t() | nil,
           function: String.t() | nil,
           address: non_neg_integer(),
-          offset: non_neg_integer() | nil
+          offset: non_neg_integer() | nil,
+          file: String.t() | nil,
+          line: pos_integer() | nil,
+          inlined: boolean(),
+          unloaded: boolean() | :maybe
         }
 end
 
 defimpl Inspect, for: Mtrace.Frame do
-  # One line a frame, as valgrind prints one: the function, then where its code is. The fields
-  # are all still there: frame.library, frame.offset, ...
-  def inspect(%{function: function, library: library, offset: offset, address: address}, _opts) do
+  # One line a frame, as valgrind prints one: the function, its source line, then where its code
+  # is. The fields are all still there: frame.library, frame.offset, ...
+  def inspect(frame, _opts) do
     where =
-      if library,
-        do: "#{Path.basename(library)}+#{hex(offset)}",
-        else: hex(address)
+      cond do
+        frame.library -> "#{Path.basename(frame.library)}+#{hex(frame.offset)}"
+        frame.unloaded == :maybe -> "(unloaded or replaced) #{hex(frame.address)}"
+        true -> hex(frame.address)
+      end
 
-    "#Mtrace.Frame<#{function || "??"} #{where}>"
+    source = if frame.file, do: " (#{Path.basename(frame.file)}:#{frame.line})", else: ""
+    notes = if(frame.inlined, do: " inlined", else: "") <> unloaded(frame.unloaded)
+    "#Mtrace.Frame<#{frame.function || "??"}#{source} #{where}#{notes}>"
   end
+
+  defp unloaded(true), do: " unloaded"
+  defp unloaded(_), do: ""
 
   defp hex(n), do: "0x" <> String.downcase(Integer.to_string(n, 16))
 end

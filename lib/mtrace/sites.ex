@@ -5,13 +5,22 @@ defmodule Mtrace.Sites do
 
   alias Mtrace.{Frame, Nif, Site}
 
-  @doc "Frames of each stack id: %{id => [Frame.t()]}."
+  @doc "Frames of each stack id, inlined functions expanded: %{id => [Frame.t()]}."
   @spec stacks([non_neg_integer()], boolean()) :: %{non_neg_integer() => [Frame.t()]}
   def stacks(ids, demangle) do
     frames =
       for frames <- Nif.frames_nif(ids, demangle) do
-        for {address, library, function, offset} <- frames do
-          %Frame{library: library, function: function, address: address, offset: offset}
+        for {address, library, function, offset, file, line, inlined, unloaded} <- frames do
+          %Frame{
+            library: library,
+            function: function,
+            address: address,
+            offset: offset,
+            file: file,
+            line: line,
+            inlined: inlined,
+            unloaded: unloaded
+          }
         end
       end
 

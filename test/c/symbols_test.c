@@ -1,7 +1,6 @@
-/* symbols_test.c: standalone checks for symbols.c, one line per check, then "N passed, M failed".
- *
- * Build: cc -std=gnu11 -O0 -g -rdynamic -o /tmp/test_symbols c_src/test_symbols.c \
- *            c_src/symbols.c -liberty -ldl -lpthread
+/* symbols_test.c: standalone checks for symbols.c and its backends, one line per check, then
+ * "N passed, M failed". Built by test/c/Makefile. Without mt_symbols_start() every address is
+ * taken as live now; the test/symbols_test.exs tests cover source lines and unloaded libraries.
  * The asm labels give this program symbols spelled as C++ and Rust compilers would spell them,
  * so demangling is checked without a C++ or Rust toolchain.
  */
@@ -20,6 +19,20 @@
 #include <unistd.h>
 
 static int passed, failed;
+
+/* The old one-frame view of an address: its module and the function its code is in. */
+struct mt_symbol {
+    const char *path, *name;
+};
+
+static int mt_symbolize(uintptr_t ip, int demangle, struct mt_symbol *out)
+{
+    struct mt_frame_info f[MT_INLINE_MAX];
+    int n = mt_symbolize_frames(UINT64_MAX, ip, demangle, f, MT_INLINE_MAX);
+    out->path = f[n - 1].path;
+    out->name = f[n - 1].function;
+    return out->path ? 0 : -1;
+}
 
 static void check(int ok, const char *what, const struct mt_symbol *s)
 {
@@ -171,8 +184,9 @@ static void malformed_files(void)
     check(ok && !s.name, "deleted file: path, no name", &s);
     ok = replaced_lib(dir, orig, len, "not an ELF file\n", 16, &s);
     check(ok && !s.name, "non-ELF file: path, no name", &s);
+    /* The build id survives in the first half: a debug file found by it may still name it. */
     ok = replaced_lib(dir, orig, len, orig, len / 2, &s);
-    check(ok && !s.name, "truncated file: path, no name", &s);
+    check(ok && (!s.name || strstr(s.name, "hypot")), "truncated file: path, no other name", &s);
 
     /* Any answer is acceptable for a corrupted file; a crash or a wrong path is not. */
     unsigned char *bad = malloc(len);

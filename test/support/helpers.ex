@@ -20,6 +20,15 @@ defmodule Mtrace.Test.Helpers do
 
   def mtrace_so, do: Path.expand("../../priv/mtrace.so", __DIR__)
 
+  @doc "The number of the line of a source file that carries the marker `site:<name>`."
+  def line_of(file, name) do
+    file
+    |> File.read!()
+    |> String.split("\n")
+    |> Enum.find_index(&(&1 =~ ~r/site:#{name}\b/))
+    |> Kernel.+(1)
+  end
+
   @doc """
   Builds a directory of test programs with make ($MAKE, else make), without the preload, one
   build of a directory at a time across test modules. Raises with make's output on failure.

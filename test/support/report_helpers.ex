@@ -152,7 +152,7 @@ defmodule Mtrace.Test.Report do
   end
 
   @site ~r/^([+-]?\d+) bytes in ([+-]?\d+) blocks?(?: lost \((\d+) direct, (\d+) indirect\))?(?: \(allocated (\d+) bytes in (\d+) blocks?, freed (\d+) bytes in (\d+) blocks?\))?, site \d+ of \d+$/
-  @frame ~r/^    (?:at|by) 0x[0-9a-f]+: (.*) \(([^()]*)\)$/
+  @frame ~r/^    (?:at|by) 0x[0-9a-f]+: (.*)$/
 
   defp sites(lines) do
     {sites, current} =
@@ -165,8 +165,8 @@ defmodule Mtrace.Test.Report do
             {push(done, cur), new_site(site)}
 
           frame ->
-            [_, name, path] = frame
-            {done, %{cur | frames: cur.frames ++ [{name, path}]}}
+            [_, text] = frame
+            {done, %{cur | frames: cur.frames ++ [frame_of(text)]}}
 
           true ->
             {done, cur}
@@ -175,6 +175,28 @@ defmodule Mtrace.Test.Report do
 
     push(sites, current) |> Enum.reverse()
   end
+
+  # A frame's text, as {name, where}: "fn (file.c:12)", "fn (path)", "?? (no module)" and
+  # "?? (unloaded or replaced)" give what is in the parentheses, "path+0xoff" {"??", path}; a
+  # frame of an unloaded library ends in " [unloaded]", which is dropped.
+  @doc false
+  def frame_of(text) do
+    text = String.replace_suffix(text, " [unloaded]", "")
+
+    case Regex.run(~r/^(.*) \(([^()]*)\)$/, text) do
+      [_, name, where] -> {name, where}
+      nil -> {"??", text |> String.split("+0x") |> hd()}
+    end
+  end
+
+  @doc "Whether a frame's place (the second of its pair) is in mtrace.so or its sources."
+  def tracer?(where) do
+    sources = Path.wildcard(Path.join(@root, "c_src/*.c")) |> Enum.map(&Path.basename/1)
+    where == so() or (where =~ ~r/:\d+$/ and hd(String.split(where, ":")) in sources)
+  end
+
+  @doc "Whether a frame's place is a line of one of the given source files."
+  def line_in?(where, files), do: where =~ ~r/:\d+$/ and hd(String.split(where, ":")) in files
 
   defp push(done, nil), do: done
   defp push(done, site), do: [site | done]
