@@ -45,7 +45,7 @@ defmodule Mtrace.FormatsTest do
   test "the tree's shares add up, and small branches fold", %{sites: sites} do
     text = sites |> Mtrace.render(:tree) |> IO.iodata_to_binary()
     assert text =~ ~r/^100.00% 29000 bytes in 5 blocks: all$/m
-    assert text =~ "51.72% 15000 bytes in 3 blocks: leak_malloc (leaky.so)"
+    assert text =~ ~r/51.72% 15000 bytes in 3 blocks: leak_malloc \(leaky.c:\d+\) \(leaky.so\)/
     assert text =~ "48.28% 14000 bytes in 2 blocks: operator new(unsigned long)"
     folded = sites |> Mtrace.render(:tree, threshold: 50) |> IO.iodata_to_binary()
     assert folded =~ "1 more path below 50%"
@@ -138,7 +138,7 @@ defmodule Mtrace.FormatsTest do
     # leak_malloc's cell is drawn in its library's colour: about 620 x 17 pixels of it.
     [_, hue] =
       Regex.run(
-        ~r|<title>leak_malloc\n[^<]*</title><rect[^>]*fill="hsl\((\d+), 70%, 65%\)"|,
+        ~r|<title>leak_malloc[^\n]*\n[^<]*</title><rect[^>]*fill="hsl\((\d+), 70%, 65%\)"|,
         html
       )
 
@@ -158,7 +158,7 @@ defmodule Mtrace.FormatsTest do
         env: [{"LD_PRELOAD", nil}]
       )
 
-    assert dom =~ ~r|<text [^>]*>leak_malloc</text>|
+    assert dom =~ ~r|<text [^>]*>leak_malloc \(leaky.c:\d+\)</text>|
     # The search given in the address (#cxx_new) ran: two frames match it, and their share shows.
     assert length(Regex.scan(~r/class="f hit"/, dom)) == 2
     assert dom =~ "matched: 48.28%"

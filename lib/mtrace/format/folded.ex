@@ -2,13 +2,17 @@ defmodule Mtrace.Format.Folded do
   @moduledoc false
   # Folded stacks, a line a site: outermost frame first, frames joined by ';', then the bytes.
   # flamegraph.pl, inferno and speedscope read it. Sites of no positive bytes are left out.
+  # Frames are functions, without their lines, so that a function's callers merge into one box,
+  # as those tools expect.
 
   alias Mtrace.Format
 
   @spec render([Mtrace.Site.t()], keyword()) :: iodata()
   def render(sites, _opts) do
     for site <- sites, site.bytes > 0 do
-      frames = site.stack |> Enum.reverse() |> Enum.map_join(";", &clean(Format.label(&1)))
+      frames =
+        site.stack |> Enum.reverse() |> Enum.map_join(";", &clean(Format.label(&1, lines: false)))
+
       [frames, " ", Integer.to_string(site.bytes), "\n"]
     end
   end

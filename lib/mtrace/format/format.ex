@@ -5,11 +5,15 @@ defmodule Mtrace.Format do
 
   alias Mtrace.Frame
 
-  @doc "A frame as people read it: function (file:line), else library+0xoffset, else address."
-  @spec label(Frame.t() | nil) :: String.t()
-  def label(nil), do: "??"
+  @doc """
+  A frame as people read it: function (file:line), else library+0xoffset, else address; with
+  `lines: false`, without the file:line (frames of one function then merge).
+  """
+  @spec label(Frame.t() | nil, keyword()) :: String.t()
+  def label(frame, opts \\ [])
+  def label(nil, _opts), do: "??"
 
-  def label(%Frame{} = f) do
+  def label(%Frame{} = f, opts) do
     base =
       cond do
         f.function -> f.function
@@ -17,8 +21,8 @@ defmodule Mtrace.Format do
         true -> "0x#{hex(f.address)}"
       end
 
-    case {Map.get(f, :file), Map.get(f, :line)} do
-      {file, line} when is_binary(file) and is_integer(line) ->
+    case {Keyword.get(opts, :lines, true), Map.get(f, :file), Map.get(f, :line)} do
+      {true, file, line} when is_binary(file) and is_integer(line) ->
         "#{base} (#{Path.basename(file)}:#{line})"
 
       _ ->
