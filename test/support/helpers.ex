@@ -20,6 +20,22 @@ defmodule Mtrace.Test.Helpers do
 
   def mtrace_so, do: Path.expand("../../priv/mtrace.so", __DIR__)
 
+  # The MTRACE_* variables the library reads: the names in its sources, so that no list of them
+  # can drift from the code (the README's table is checked against it, bin/bench clears them).
+  @sources Path.wildcard(Path.expand("../../c_src/*.c", __DIR__))
+  for source <- @sources, do: @external_resource(source)
+
+  @variables @sources
+             |> Enum.flat_map(
+               &Regex.scan(~r/"(MTRACE_[A-Z_]+)"/, File.read!(&1), capture: :all_but_first)
+             )
+             |> List.flatten()
+             |> Enum.uniq()
+             |> Enum.sort()
+
+  @doc "Every MTRACE_* variable the library reads."
+  def variables, do: @variables
+
   @doc "The number of the line of a source file that carries the marker `site:<name>`."
   def line_of(file, name) do
     file
@@ -55,7 +71,7 @@ defmodule Mtrace.Test.Helpers do
     ebin = Path.join(:code.lib_dir(:mtrace), "ebin")
 
     env =
-      %{"LD_PRELOAD" => nil, "MTRACE_SLOTS" => nil, "MTRACE_SAMPLE" => nil}
+      Map.new(["LD_PRELOAD" | variables()], &{&1, nil})
       |> Map.merge(Map.new(env))
       |> Map.to_list()
 

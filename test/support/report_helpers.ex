@@ -13,10 +13,8 @@ defmodule Mtrace.Test.Report do
   @doc "Builds the programs (safe to run from several test modules at once)."
   def build!, do: Mtrace.Test.Helpers.make!(Path.join(@root, "test/report"))
 
-  # Every MTRACE_* variable the tests set, unset unless given: the test node has its own.
-  @vars ~w(LD_PRELOAD MTRACE_SLOTS MTRACE_SAMPLE MTRACE_REPORT MTRACE_REPORT_SIGNAL
-           MTRACE_REPORT_TOP MTRACE_REPORT_DEPTH MTRACE_REPORT_REACHABLE MTRACE_CSV MTRACE_CSV_AGE MTRACE_CSV_PERIOD
-           MTRACE_CSV_MAX MTRACE_FORK MTRACE_REPORT_PID)
+  # Every variable the library reads, unset unless given: the test node has its own.
+  @vars ["LD_PRELOAD" | Mtrace.Test.Helpers.variables()]
 
   @doc """
   Runs program with args and env (a nil value unsets; LD_PRELOAD defaults to the library, give
