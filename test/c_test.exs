@@ -12,7 +12,13 @@ defmodule Mtrace.CTest do
 
   # MTRACE_SAMPLE=1 samples every block of the recorder test, but in a sparse table (a census
   # answers the frees), whose bookkeeping must then be as exact as the plain table's.
-  for {program, sample} <- [{"recorder_test", nil}, {"recorder_test", "1"}, {"symbols_test", nil}] do
+  # recorder_test_asan is the same test over the recorder built with ASan and UBSan.
+  for {program, sample} <- [
+        {"recorder_test", nil},
+        {"recorder_test", "1"},
+        {"recorder_test_asan", nil},
+        {"symbols_test", nil}
+      ] do
     @tag timeout: 120_000
     test "#{program} passes every check#{if sample, do: " with MTRACE_SAMPLE=#{sample}"}" do
       {out, status} =
