@@ -25,7 +25,8 @@ defmodule Mtrace.Format.Pprof do
         {1, :bytes, Pb.message([{1, :varint, str[type]}, {2, :varint, str[unit]}])}
       end,
       for s <- sites do
-        ids = Enum.map(s.stack, &location_id[&1.address])
+        # Inlined frames share their caller's address: one location, several lines.
+        ids = s.stack |> Enum.map(&location_id[&1.address]) |> Enum.dedup()
         {2, :bytes, Pb.message([{1, :packed, ids}, {2, :packed, [s.blocks, s.bytes]}])}
       end,
       for lib <- libraries do
@@ -43,14 +44,19 @@ defmodule Mtrace.Format.Pprof do
            {7, :varint, 1}
          ])}
       end,
-      for f <- Enum.uniq_by(frames, & &1.address) do
-        line = Pb.message([{1, :varint, function_id[function_key(f)]}, {2, :varint, line(f)}])
+      for {address, [f | _] = same} <- Enum.group_by(frames, & &1.address) do
+        # pprof's lines run from the innermost inlined function out to the one it is inlined in.
+        lines =
+          for g <- same,
+              do:
+                {4, :bytes,
+                 Pb.message([{1, :varint, function_id[function_key(g)]}, {2, :varint, line(g)}])}
 
         {4, :bytes,
          Pb.message(
-           [{1, :varint, location_id[f.address]}] ++
+           [{1, :varint, location_id[address]}] ++
              if(f.library, do: [{2, :varint, mapping_id[f.library]}], else: []) ++
-             [{3, :varint, f.address}, {4, :bytes, line}]
+             [{3, :varint, address} | lines]
          )}
       end,
       for {{name, file}, id} <- Enum.with_index(functions, 1) do
