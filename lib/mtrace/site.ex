@@ -49,3 +49,32 @@ defmodule Mtrace.Site do
           address: non_neg_integer() | nil
         }
 end
+
+defimpl Inspect, for: Mtrace.Site do
+  import Inspect.Algebra
+
+  # The fields a site has: a diff's fields only in a diff, paths only when grouped by function,
+  # the address only for one block. The struct is whole all the same (site.freed_bytes, ...).
+  def inspect(site, opts) do
+    fields =
+      site
+      |> Map.from_struct()
+      |> Enum.reject(fn {key, value} -> value == nil or (key == :paths and value == []) end)
+      |> Enum.sort_by(fn {key, _} -> Enum.find_index(order(), &(&1 == key)) end)
+
+    container_doc(
+      "%Mtrace.Site{",
+      fields,
+      "}",
+      opts,
+      fn {key, value}, opts ->
+        concat([Atom.to_string(key), ": ", to_doc(value, opts)])
+      end,
+      break: :strict
+    )
+  end
+
+  defp order,
+    do: ~w(bytes blocks direct_blocks indirect_blocks allocated_bytes allocated_blocks
+           freed_bytes freed_blocks oldest_age address stack paths)a
+end
