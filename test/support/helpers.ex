@@ -46,7 +46,12 @@ defmodule Mtrace.Test.Helpers do
     ebin = Path.join(:code.lib_dir(:mtrace), "ebin")
 
     env =
-      %{"LD_PRELOAD" => nil, "MTRACE_SLOTS" => nil, "MTRACE_SAMPLE" => nil}
+      %{
+        "LD_PRELOAD" => nil,
+        "MTRACE_SLOTS" => nil,
+        "MTRACE_SLOTS_MAX" => nil,
+        "MTRACE_SAMPLE" => nil
+      }
       |> Map.merge(Map.new(env))
       |> Map.to_list()
 

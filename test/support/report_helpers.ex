@@ -14,7 +14,7 @@ defmodule Mtrace.Test.Report do
   def build!, do: Mtrace.Test.Helpers.make!(Path.join(@root, "test/report"))
 
   # Every MTRACE_* variable the tests set, unset unless given: the test node has its own.
-  @vars ~w(LD_PRELOAD MTRACE_SLOTS MTRACE_SAMPLE MTRACE_REPORT MTRACE_REPORT_SIGNAL
+  @vars ~w(LD_PRELOAD MTRACE_SLOTS MTRACE_SLOTS_MAX MTRACE_SAMPLE MTRACE_REPORT MTRACE_REPORT_SIGNAL
            MTRACE_REPORT_TOP MTRACE_REPORT_DEPTH MTRACE_CSV MTRACE_CSV_AGE MTRACE_CSV_PERIOD
            MTRACE_CSV_MAX MTRACE_FORK)
 
