@@ -160,7 +160,7 @@ static void summary(struct mt_out *o, const struct mt_report_req *req, const str
            mt_blocks(counted ? load(&mt_account.live_blocks) : g->heap_blocks), "block", 0);
     mt_out_str(o, "\n");
     if (counted && load(&mt_account.untabled_blocks) > 0) {
-        amount(o, "    of which without a record (table full; see MTRACE_SLOTS): ",
+        amount(o, "    of which without a record (table full; see MTRACE_SLOTS_MAX): ",
                load(&mt_account.untabled_bytes), load(&mt_account.untabled_blocks), "block", 0);
         mt_out_str(o, "\n");
     }
