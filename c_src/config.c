@@ -13,6 +13,7 @@
 
 struct mt_config mt_config = {
     .slots = 4096,
+    .slots_max = (size_t)1 << 26,
     .depth = 20,
     .stacks = 65536,
     .unwind = MT_UNWIND_LIBUNWIND,
@@ -164,6 +165,7 @@ void mt_config_load(void)
 {
     size_t depth = (size_t)mt_config.depth;
     load_size("MTRACE_SLOTS", 16, (size_t)1 << 30, &mt_config.slots);
+    load_size("MTRACE_SLOTS_MAX", 16, (size_t)1 << 30, &mt_config.slots_max);
     load_size("MTRACE_DEPTH", 2, MT_DEPTH_MAX, &depth);
     load_size("MTRACE_STACKS", 16, (size_t)1 << 24, &mt_config.stacks);
     mt_config.depth = (int)depth;
@@ -198,4 +200,7 @@ void mt_config_load(void)
     mt_config.account = mt_config.report || mt_config.report_signal;
 
     mt_config.slots = (mt_config.slots + 15) / 16 * 16;
+    mt_config.slots_max = (mt_config.slots_max + 15) / 16 * 16;
+    /* A start above the cap is a fixed table of that size: the start was asked for by name. */
+    if (mt_config.slots_max < mt_config.slots) mt_config.slots_max = mt_config.slots;
 }

@@ -18,7 +18,8 @@
 enum mt_unwind { MT_UNWIND_LIBUNWIND, MT_UNWIND_FP };
 
 struct mt_config {
-    size_t slots;          /* MTRACE_SLOTS: live-table slots, rounded up to a multiple of 16 */
+    size_t slots;          /* MTRACE_SLOTS: live-table slots at the start, a multiple of 16 */
+    size_t slots_max;      /* MTRACE_SLOTS_MAX: the most the table may grow to, >= slots */
     int depth;             /* MTRACE_DEPTH: frames kept per stack, hook frame included */
     size_t stacks;         /* MTRACE_STACKS: distinct stacks the intern table can hold */
     enum mt_unwind unwind; /* MTRACE_UNWIND: libunwind (default) or fp */

@@ -464,7 +464,7 @@ static ERL_NIF_TERM frames(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     return result;
 }
 
-#define STAT_KEYS (MT_KINDS + 24)
+#define STAT_KEYS (MT_KINDS + 26)
 
 /* The live heap the records stand for: their sizes, or with sampling their weights. */
 struct live {
@@ -515,6 +515,8 @@ static ERL_NIF_TERM stats(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     PUT_U("mmap_bytes", mi.hblkhd);
     PUT("preloaded", active ? atom_true : atom_false);
     PUT_U("slots", active ? mt_table_slots() : 0);
+    PUT_U("slots_max", active ? mt_table_slots_max() : 0);
+    PUT_U("grown", active ? mt_table_grown() : 0);
     PUT_U("lanes", active ? mt_table_lanes() : 0);
     PUT_U("records", active ? mt_table_count() : 0);
     PUT_U("live_bytes", live.bytes);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "account.h"
+#include "table.h"
 #include "mem.h"
 #include "recorder.h"
 #include "world.h"
@@ -423,8 +424,10 @@ int mt_reach_run(struct mt_reach *r, int at_exit)
     getcontext(&here);
     struct mt_world world;
     int rc = -1, e = ENOMEM;
+    mt_table_hold();
     if (mt_world_stop(&world) != 0) {
         e = errno;
+        mt_table_release();
         mt_guard_release();
         errno = e;
         return -1;
@@ -460,6 +463,7 @@ out:
     r->threads = world.stopped + world.running;
     r->stopped = world.stopped;
     r->pause_ns = mt_world_resume(&world);
+    mt_table_release();
     if (c.maps) mt_mem_unmap(c.maps, c.maps_cap);
     if (rc != 0) mt_reach_drop(r);
     mt_guard_release();

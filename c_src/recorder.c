@@ -109,7 +109,8 @@ static void after_fork_child(void)
 static void init(void)
 {
     mt_config_load();
-    if (mt_table_init(mt_config.slots, mt_config.sample != 0, (unsigned)mt_config.lanes) != 0 ||
+    if (mt_table_init(mt_config.slots, mt_config.slots_max, mt_config.sample != 0,
+                      (unsigned)mt_config.lanes) != 0 ||
         mt_stack_init(mt_config.stacks, mt_config.depth, mt_config.unwind) != 0) {
         static const char msg[] = "mtrace: cannot reserve memory for the tables; not recording\n";
         while (write(2, msg, sizeof msg - 1) < 0 && errno == EINTR)
@@ -277,8 +278,9 @@ void mt_realloc_done(void *q, size_t size, const struct mt_site *site, int keep_
     mt_thread.guard = 0;
 }
 
-/* The table neither allocates nor takes a lock, so it may be used wherever a hook runs, even
- * from inside mtrace; before the recorder is ready there is no table and no record. */
+/* The table never allocates, and its turn is never awaited by a thread that holds it (a pass's own
+ * inserts are dropped instead), so it may be used wherever a hook runs, even from inside mtrace;
+ * before the recorder is ready there is no table and no record. */
 int mt_take_unentered(void *p, struct mt_record *old)
 {
     if (!p || !mt_active() || !mt_table_remove((uintptr_t)p, old)) return 0;

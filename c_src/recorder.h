@@ -2,7 +2,8 @@
  *
  * Contract
  * - Hook side (mt_enter ... mt_*_done): called on the allocation path of any thread. These calls
- *   never allocate, print, take a lock, call erl_nif or symbolize, and never change errno. The
+ *   never allocate, print, call erl_nif or symbolize, and never change errno; they take no lock
+ *   but the table's turn, when a record finds the table full and it must grow (table.h). The
  *   stack is unwound before any table slot is taken, so no slot is owned while unwinding.
  * - mt_enter() returns nonzero when the call is to be recorded: the thread-local guard is then
  *   held and exactly one *_done/mt_forget call must follow. It returns 0 when the thread is

@@ -246,8 +246,8 @@ static void summary(struct mt_out *o, const struct mt_report_req *req, const str
     }
     if (counted && load(&mt_account.untabled_blocks) > 0) {
         amount(o,
-               g->split ? "  live at exit without a record (table full; see MTRACE_SLOTS): "
-                        : "    of which without a record (table full; see MTRACE_SLOTS): ",
+               g->split ? "  live at exit without a record (table full; see MTRACE_SLOTS_MAX): "
+                        : "    of which without a record (table full; see MTRACE_SLOTS_MAX): ",
                load(&mt_account.untabled_bytes), load(&mt_account.untabled_blocks), "block", 0);
         mt_out_str(o, "\n");
     }

@@ -547,9 +547,11 @@ defmodule Mtrace do
       in use, free bytes inside the arenas, mmapped chunks and their bytes.
     * `:preloaded` - whether this node's allocator is this library (when `false`, every counter
       is 0 and `olds/2` raises).
-    * `:slots`, `:lanes`, `:records`, `:depth`, `:unwind` - table size, lanes the table is cut
-      into (`MTRACE_LANES`), records held now, frames kept per stack, unwinder (`:libunwind` or
-      `:fp`).
+    * `:slots`, `:slots_max`, `:grown` - the table's slots now, the most it may grow to
+      (`MTRACE_SLOTS_MAX`), and how many times it has grown (doubled) since it started at
+      `MTRACE_SLOTS`.
+    * `:lanes`, `:records`, `:depth`, `:unwind` - lanes the table is cut into (`MTRACE_LANES`),
+      records held now, frames kept per stack, unwinder (`:libunwind` or `:fp`).
     * `:live_bytes`, `:live_blocks`, `:estimated` - the live heap the records stand for. Without
       sampling (`estimated: false`) the sums of the records; with it, estimates: each record of
       `s` bytes counts as `s/p` bytes and `1/p` blocks, `p` being its chance to be sampled.
@@ -557,7 +559,8 @@ defmodule Mtrace do
       two recorded allocations (0: every allocation is recorded), and how many were chosen.
       `olds/2` then lists sampled blocks only; a block of `s` bytes is sampled with probability
       `1 - exp(-s / sample_bytes)`, so blocks much larger than the interval are all seen.
-    * `:dropped` - allocations not recorded because their part of the table was full.
+    * `:dropped` - allocations not recorded because their part of the table was full, which happens
+      only once it has grown to `:slots_max`.
     * `:stacks`, `:stack_bytes`, `:stacks_dropped` - distinct stacks interned, their memory, and
       allocations recorded without a stack because the stack table was full.
     * `:untraced` - calls forwarded without recording because the thread was already inside
@@ -573,7 +576,8 @@ defmodule Mtrace do
   ## Examples
 
       Mtrace.stats()
-      #=> %{malloc_cnt: 190211, free_cnt: 171022, records: 4096, dropped: 15093, ...}
+      #=> %{malloc_cnt: 305488, free_cnt: 308812, slots: 32768, grown: 3, records: 888,
+      #     dropped: 0, ...}
   """
   @spec stats(keyword()) :: stats() | %{node() => stats() | {:error, term()}}
   def stats(opts \\ []) do

@@ -1,6 +1,6 @@
 defmodule Mtrace.CTest do
   # The C-level tests of test/c run as plain programs, without LD_PRELOAD: the recorder, table and
-  # interning (torn reads, full table, fork under churn) and the symbolizer (ELF parsing,
+  # interning (torn reads, growth under four threads, a capped full table, fork under churn) and the symbolizer (ELF parsing,
   # demangling, malformed files).
   use ExUnit.Case, async: true
 
@@ -23,7 +23,12 @@ defmodule Mtrace.CTest do
     test "#{program} passes every check#{if sample, do: " with MTRACE_SAMPLE=#{sample}"}" do
       {out, status} =
         System.cmd("timeout", ["100", Path.join(@dir, unquote(program))],
-          env: [{"LD_PRELOAD", nil}, {"MTRACE_SLOTS", nil}, {"MTRACE_SAMPLE", unquote(sample)}],
+          env: [
+            {"LD_PRELOAD", nil},
+            {"MTRACE_SLOTS", nil},
+            {"MTRACE_SLOTS_MAX", nil},
+            {"MTRACE_SAMPLE", unquote(sample)}
+          ],
           stderr_to_stdout: true
         )
 

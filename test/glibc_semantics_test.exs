@@ -41,8 +41,11 @@ defmodule Mtrace.GlibcSemanticsTest do
       assert status == 0, "untraced #{unquote(program)} exited #{status}:\n#{plain}"
       assert plain =~ "all checks passed\n"
 
-      # The defaults, then the smallest table (most allocations dropped) with the other unwinder.
-      for extra <- [[], [{"MTRACE_SLOTS", "16"}, {"MTRACE_UNWIND", "fp"}]] do
+      # The defaults, then the smallest table, which may not grow (most allocations dropped),
+      # with the other unwinder.
+      smallest = [{"MTRACE_SLOTS", "16"}, {"MTRACE_SLOTS_MAX", "16"}, {"MTRACE_UNWIND", "fp"}]
+
+      for extra <- [[], smallest] do
         {traced, status} = run(unquote(program), [{"LD_PRELOAD", mtrace_so()} | extra])
         assert status == 0, "traced #{unquote(program)} #{inspect(extra)} exited #{status}"
         assert traced == plain, "traced with #{inspect(extra)}"

@@ -12,7 +12,12 @@ defmodule Mtrace.RunTest do
 
   defp mtrace(args, opts \\ []) do
     System.cmd(mtrace(), args,
-      env: [{"LD_PRELOAD", nil}, {"MTRACE_REPORT", nil}, {"MTRACE_SLOTS", nil}],
+      env: [
+        {"LD_PRELOAD", nil},
+        {"MTRACE_REPORT", nil},
+        {"MTRACE_SLOTS", nil},
+        {"MTRACE_SLOTS_MAX", nil}
+      ],
       cd: Keyword.get(opts, :cd, root()),
       stderr_to_stdout: true
     )

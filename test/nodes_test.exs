@@ -1,6 +1,6 @@
 defmodule Mtrace.NodesTest do
   # Nodes started apart from the test node: without the preload, with another copy of the file
-  # preloaded, and with a table far too small for what they allocate.
+  # preloaded, with the defaults, and with a table capped far below what they allocate.
   use ExUnit.Case, async: true
   import Mtrace.Test.Helpers
 
@@ -49,7 +49,12 @@ defmodule Mtrace.NodesTest do
             "dropped=\#{after_.dropped - before.dropped} bad=\#{length(bad)}")
     """
 
-    {out, 0} = run_node(code, [{"LD_PRELOAD", mtrace_so()}, {"MTRACE_SLOTS", "256"}])
+    {out, 0} =
+      run_node(code, [
+        {"LD_PRELOAD", mtrace_so()},
+        {"MTRACE_SLOTS", "256"},
+        {"MTRACE_SLOTS_MAX", "256"}
+      ])
 
     [slots, records, ours, dropped, bad] =
       Regex.run(~r/slots=(\d+) records=(\d+) ours=(\d+) dropped=(\d+) bad=(\d+)/, out,
@@ -65,17 +70,52 @@ defmodule Mtrace.NodesTest do
     assert ours + dropped >= 3000
   end
 
+  # Start-up alone has more live blocks than 4096 slots hold; then 50,000 more, all live at once.
+  @grow """
+  alias Mtrace.Test.Leaky
+  blocks = for _ <- 1..50_000, do: Leaky.alloc(:malloc, 64)
+  s = Mtrace.stats()
+  Enum.each(blocks, &Leaky.release(:malloc, &1))
+  IO.puts("slots=\#{s.slots} grown=\#{s.grown} records=\#{s.records} dropped=\#{s.dropped}")
+  """
+
+  defp grow_node(env) do
+    {out, 0} = run_node(@grow, [{"LD_PRELOAD", mtrace_so()} | env])
+
+    Regex.run(~r/slots=(\d+) grown=(\d+) records=(\d+) dropped=(\d+)/, out,
+      capture: :all_but_first
+    )
+    |> Enum.map(&String.to_integer/1)
+  end
+
+  test "a node started with the defaults grows its table and drops nothing" do
+    [slots, grown, records, dropped] = grow_node([])
+    assert dropped == 0
+    assert grown > 0 and slots == 4096 * 2 ** grown
+    assert records >= 50_000
+  end
+
+  test "MTRACE_SLOTS_MAX at the start keeps the table at 4096 slots, which drop" do
+    [slots, grown, records, dropped] = grow_node([{"MTRACE_SLOTS_MAX", "4096"}])
+    assert {slots, grown} == {4096, 0}
+    assert records <= 4096 and dropped > 0
+  end
+
   # Each process under the preload (the launcher scripts too) says it once; never more.
   test "malformed MTRACE_* variables are reported and the node runs on defaults" do
     {out, 0} =
-      run_node(~s|s = Mtrace.stats(); IO.inspect({s.slots, s.depth, s.lanes})|, [
-        {"LD_PRELOAD", mtrace_so()},
-        {"MTRACE_SLOTS", "lots"},
-        {"MTRACE_DEPTH", "0"},
-        {"MTRACE_LANES", "3"}
-      ])
+      run_node(
+        ~s|s = Mtrace.stats(); IO.inspect({Bitwise.bsr(s.slots, s.grown), s.depth, s.lanes})|,
+        [
+          {"LD_PRELOAD", mtrace_so()},
+          {"MTRACE_SLOTS", "lots"},
+          {"MTRACE_DEPTH", "0"},
+          {"MTRACE_LANES", "3"}
+        ]
+      )
 
-    # One lane per CPU the node may run on, at most 2, and at least 2048 slots a lane.
+    # One lane per CPU the node may run on, at most 2, and at least 2048 slots a lane; the table
+    # started at 4096 slots, and doubled as the node grew.
     lanes = min(:erlang.system_info(:logical_processors_available), div(4096, 2048))
     assert out =~ "{4096, 20, #{lanes}}"
     said = out |> String.split("\n") |> Enum.filter(&String.starts_with?(&1, "mtrace: "))

@@ -1,13 +1,16 @@
 /* recorder_test.c: the recorder, live table and stack interning, driven directly (no LD_PRELOAD):
- * the recorder never dereferences a recorded address, so made-up addresses serve as blocks. Run
- * with MTRACE_SAMPLE=1, it checks the same with a sparse table (table.h): every block sampled.
- * Prints one line per check and "N passed, M failed"; exits 1 on any failure. */
+ * the recorder never dereferences a recorded address, so made-up addresses serve as blocks. The
+ * table starts at 4096 slots and grows; the checks of a table that may not grow run in a second
+ * process, this program run again with "capped". Run with MTRACE_SAMPLE=1, it checks the same with
+ * a sparse table (table.h): every block sampled. Prints one line per check and "N passed, M
+ * failed"; exits 1 on any failure. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -16,15 +19,13 @@
 #include "../../c_src/stack.h"
 #include "../../c_src/table.h"
 
-static int passed, failed;
+/* Passed and failed checks, in memory shared with the children that make checks of their own. */
+static int *counts;
 
 static void check(int ok, const char *what)
 {
     printf("%s: %s\n", ok ? "ok" : "FAILED", what);
-    if (ok)
-        passed++;
-    else
-        failed++;
+    __atomic_fetch_add(&counts[!ok], 1, __ATOMIC_RELAXED);
 }
 
 #define HOOK ((uintptr_t)0x1234)
@@ -129,6 +130,7 @@ static void test_realloc(void)
     mt_table_clear();
 }
 
+/* Run in a process of its own whose table may not grow (see main). */
 static void test_full_table(void)
 {
     struct mt_stats before, after;
@@ -314,6 +316,288 @@ static void test_threads(void)
         check(scan_owner(owner).seen == 0, "every writer's records are gone after its frees");
 }
 
+/* Growth (table.h): four threads allocate, each from a region of its own, while other threads
+ * free, read or clear, or the process forks. Each scenario runs in a child forked while the table
+ * is at its starting size, and says what it checked on lines of its own; the child's exit status
+ * is its number of failures. */
+#define GROWERS 4
+#define GROW_EACH 340000 /* a block in 8 is freed: 1.19M stay live */
+#define GROW_OWNER 20
+
+static unsigned done[GROWERS];  /* blocks allocated so far, by each grower */
+static unsigned freed[GROWERS]; /* blocks freed so far: those below it that are FREED_ONE */
+static uint32_t grower_tid[GROWERS];
+static volatile int growers_done;
+
+#define FREED_ONE(i) ((i) % 8 == 7)
+
+static void *grower(void *arg)
+{
+    unsigned k = (unsigned)(uintptr_t)arg;
+    __atomic_store_n(&grower_tid[k], (uint32_t)gettid(), __ATOMIC_RELEASE);
+    for (unsigned i = 0; i < GROW_EACH; i++) {
+        alloc(block(GROW_OWNER + k, i));
+        __atomic_store_n(&done[k], i + 1, __ATOMIC_RELEASE);
+    }
+    return NULL;
+}
+
+static void start_growers(pthread_t *t)
+{
+    for (unsigned k = 0; k < GROWERS; k++)
+        pthread_create(&t[k], NULL, grower, (void *)(uintptr_t)k);
+}
+
+static int all_done(void)
+{
+    int end = 1;
+    for (unsigned k = 0; k < GROWERS; k++)
+        end &= __atomic_load_n(&done[k], __ATOMIC_ACQUIRE) == GROW_EACH;
+    return end;
+}
+
+static void join_growers(pthread_t *t)
+{
+    for (unsigned k = 0; k < GROWERS; k++)
+        pthread_join(t[k], NULL);
+}
+
+/* Frees every FREED_ONE block as soon as its grower has made it: a free from another thread than
+ * the allocating one, while the table grows. */
+static void *freer(void *arg)
+{
+    (void)arg;
+    for (int busy = 1; busy;) {
+        busy = 0;
+        for (unsigned k = 0; k < GROWERS; k++) {
+            unsigned i = freed[k], n = __atomic_load_n(&done[k], __ATOMIC_ACQUIRE);
+            for (; i < n; i++) {
+                if (FREED_ONE(i)) release(block(GROW_OWNER + k, i));
+                __atomic_store_n(&freed[k], i + 1, __ATOMIC_RELEASE);
+            }
+            busy |= i < GROW_EACH;
+        }
+    }
+    return NULL;
+}
+
+/* Times each grower's block was seen by one pass; bad: records not exactly as made. */
+static uint8_t seen_at[GROWERS][GROW_EACH];
+static size_t seen_bad;
+
+static void tally(const struct mt_record *r, void *arg)
+{
+    (void)arg;
+    unsigned k = (unsigned)(r->addr >> 32) - GROW_OWNER,
+             i = (unsigned)(r->addr & 0xFFFFFFFF) / 16 - 1;
+    if (k >= GROWERS || i >= GROW_EACH) return;
+    const uintptr_t *ips;
+    int n = mt_stack_get(r->stack, &ips);
+    if (r->size != size_of(r->addr) || n < 1 || ips[0] != HOOK ||
+        r->tid != __atomic_load_n(&grower_tid[k], __ATOMIC_ACQUIRE))
+        seen_bad++;
+    if (seen_at[k][i] < 255) seen_at[k][i]++;
+}
+
+/* One pass of mt_table_each; counts the blocks it saw other than the rules say: a block allocated
+ * before the pass and not freed before its end exactly once; one freed before it never; any other
+ * at most once. A grower's block done[k], and the freer's block freed[k], may be on their way. */
+static size_t checked_pass(void)
+{
+    unsigned d0[GROWERS], f0[GROWERS], f1[GROWERS];
+    for (unsigned k = 0; k < GROWERS; k++) {
+        d0[k] = __atomic_load_n(&done[k], __ATOMIC_ACQUIRE);
+        f0[k] = __atomic_load_n(&freed[k], __ATOMIC_ACQUIRE);
+    }
+    memset(seen_at, 0, sizeof seen_at);
+    mt_table_each(tally, NULL);
+    for (unsigned k = 0; k < GROWERS; k++)
+        f1[k] = __atomic_load_n(&freed[k], __ATOMIC_ACQUIRE);
+    size_t wrong = 0;
+    for (unsigned k = 0; k < GROWERS; k++)
+        for (unsigned i = 0; i < GROW_EACH; i++) {
+            unsigned n = seen_at[k][i];
+            int gone = FREED_ONE(i) && i < f0[k];
+            int kept = i < d0[k] && !(FREED_ONE(i) && i <= f1[k]); /* f1: maybe being freed */
+            wrong += n > 1 || (gone && n) || (kept && n != 1);
+        }
+    return wrong;
+}
+
+static void *pass_reader(void *arg)
+{
+    size_t *r = arg; /* passes, wrong counts */
+    while (!growers_done) {
+        r[1] += checked_pass();
+        r[0]++;
+    }
+    return NULL;
+}
+
+static void test_growth_reads_and_frees(void)
+{
+    struct mt_stats before, after;
+    mt_stats_read(&before);
+    unsigned grown = mt_table_grown();
+    size_t slots = mt_table_slots();
+    pthread_t t[GROWERS], f, r;
+    size_t passes[2] = {0, 0};
+    start_growers(t);
+    pthread_create(&f, NULL, freer, NULL);
+    pthread_create(&r, NULL, pass_reader, passes);
+    join_growers(t);
+    growers_done = 1;
+    pthread_join(f, NULL);
+    pthread_join(r, NULL);
+    mt_stats_read(&after);
+    char what[200];
+    snprintf(what, sizeof what,
+             "growth from %zu to %zu slots (%u times), 4 threads, %u blocks: none dropped", slots,
+             mt_table_slots(), mt_table_grown() - grown, GROWERS * GROW_EACH);
+    check(after.dropped == before.dropped && mt_table_grown() - grown >= 8 &&
+              mt_table_slots() >= 1048576,
+          what);
+    check(after.untracked_frees == before.untracked_frees,
+          "frees from another thread during growth all find their records");
+    seen_bad = 0;
+    size_t wrong = checked_pass();
+    size_t live = 0;
+    for (unsigned k = 0; k < GROWERS; k++)
+        for (unsigned i = 0; i < GROW_EACH; i++)
+            live += seen_at[k][i];
+    check(wrong == 0 && seen_bad == 0 && live == GROWERS * (GROW_EACH - GROW_EACH / 8),
+          "every live record is found once, with its own size, stack and thread");
+    snprintf(what, sizeof what, "%zu passes of a reader during growth (at least 2)", passes[0]);
+    check(passes[0] >= 2, what);
+    check(passes[1] == 0 && seen_bad == 0,
+          "each pass saw every record live throughout it exactly once, none twice, none torn");
+
+    /* Each grower's blocks freed by another thread than its own. */
+    mt_stats_read(&before);
+    for (unsigned k = 0; k < GROWERS; k++) {
+        unsigned owner = GROW_OWNER + (k + 1) % GROWERS;
+        for (unsigned i = 0; i < GROW_EACH; i++)
+            if (!FREED_ONE(i)) release(block(owner, i));
+    }
+    mt_stats_read(&after);
+    check(after.untracked_frees == before.untracked_frees && mt_table_count() == 0,
+          "after growth, another thread's frees find every record");
+}
+
+/* Clears made just as the table has grown, while its predecessor drains: each removes every
+ * record there from its start to its end and leaves the later ones. */
+static void test_growth_clear(void)
+{
+    struct mt_stats before, after;
+    mt_stats_read(&before);
+    pthread_t t[GROWERS];
+    unsigned d0[GROWERS], d1[GROWERS], clears = 0;
+    start_growers(t);
+    for (unsigned g = mt_table_grown(); !all_done();) {
+        if (mt_table_grown() == g) continue;
+        g = mt_table_grown();
+        for (unsigned k = 0; k < GROWERS; k++)
+            d0[k] = __atomic_load_n(&done[k], __ATOMIC_ACQUIRE);
+        mt_table_clear();
+        for (unsigned k = 0; k < GROWERS; k++)
+            d1[k] = __atomic_load_n(&done[k], __ATOMIC_ACQUIRE);
+        clears++;
+    }
+    join_growers(t);
+    mt_stats_read(&after);
+    seen_bad = 0;
+    memset(seen_at, 0, sizeof seen_at);
+    mt_table_each(tally, NULL);
+    size_t wrong = 0;
+    for (unsigned k = 0; k < GROWERS; k++)
+        for (unsigned i = 0; i < GROW_EACH; i++) {
+            unsigned n = seen_at[k][i];
+            wrong += n > 1 || (i < d0[k] && n) || (i >= d1[k] && n != 1);
+        }
+    char what[160];
+    snprintf(what, sizeof what, "%u clears made as the table grew (at least 2)", clears);
+    check(clears >= 2, what);
+    check(wrong == 0 && seen_bad == 0 && after.dropped == before.dropped,
+          "the last clear removed what it found and kept what came after; nothing dropped or torn");
+    mt_table_clear();
+}
+
+/* Forks made just as the table has grown, while its predecessor drains: the child finds every
+ * block allocated before the fork once, exact, frees it, and can go on growing. */
+static void test_growth_fork(void)
+{
+    pthread_t t[GROWERS];
+    pid_t pids[6];
+    int forks = 0, children_ok = 1;
+    start_growers(t);
+    for (unsigned g = mt_table_grown(); forks < 6 && !all_done();) {
+        if (mt_table_grown() == g) continue;
+        g = mt_table_grown();
+        pid_t pid = fork();
+        if (pid == 0) {
+            alarm(20);
+            struct mt_stats before, after;
+            seen_bad = 0;
+            memset(seen_at, 0, sizeof seen_at);
+            mt_table_each(tally, NULL);
+            int ok = seen_bad == 0;
+            /* A grower's block d[k] was being allocated at the fork: it may have a record. */
+            unsigned d[GROWERS];
+            for (unsigned k = 0; k < GROWERS; k++)
+                d[k] = done[k];
+            for (unsigned k = 0; k < GROWERS; k++)
+                for (unsigned i = 0; i < GROW_EACH; i++)
+                    ok &= seen_at[k][i] == (i < d[k]) || (i == d[k] && seen_at[k][i] < 2);
+            size_t more = 2 * mt_table_slots();
+            unsigned grown = mt_table_grown();
+            mt_stats_read(&before);
+            for (unsigned i = 0; i < more; i++)
+                alloc(block(99, i));
+            for (unsigned k = 0; k < GROWERS; k++)
+                for (unsigned i = 0; i < d[k]; i++)
+                    release(block(GROW_OWNER + k, i));
+            for (unsigned i = 0; i < more; i++)
+                release(block(99, i));
+            mt_stats_read(&after);
+            _exit(ok && mt_table_grown() > grown && after.dropped == before.dropped &&
+                          after.untracked_frees == before.untracked_frees &&
+                          mt_table_count() <= GROWERS
+                      ? 0
+                      : 1);
+        }
+        pids[forks++] = pid;
+    }
+    join_growers(t);
+    for (int i = 0; i < forks; i++) {
+        int status;
+        waitpid(pids[i], &status, 0);
+        children_ok &= WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    }
+    char what[200];
+    snprintf(what, sizeof what, "%d forks made as the table grew (at least 2)", forks);
+    check(forks >= 2, what);
+    check(children_ok, "each child found every block allocated before the fork once and exact, "
+                       "freed them all, and grew on");
+    mt_table_clear();
+}
+
+/* Runs test in a child of this process, whose table is still at its starting size. */
+static void in_child(void (*test)(void))
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        alarm(90);
+        test();
+        fflush(stdout);
+        _exit(0);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        check(0, "a child making checks ended early");
+}
+
 static void count_bucket(const struct mt_record *r, void *arg)
 {
     ((uint32_t *)arg)[MT_CENSUS_BUCKET(mt_table_hash(r->addr))]++;
@@ -363,14 +647,46 @@ static void test_packing(void)
     check(ok, "packed records keep address, size (up to 2^47 - 1), stack, thread and time (ms)");
 }
 
-int main(void)
+/* A table that may not grow, in a process of its own: the table is made once per process. Its
+ * lines go to the same output; its status says whether they all passed. */
+static void test_capped(void)
 {
-    setenv("MTRACE_SLOTS", "8192", 1);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("MTRACE_SLOTS_MAX", "8192", 1);
+        execl("/proc/self/exe", "recorder_test", "capped", (char *)NULL);
+        _exit(127);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    check(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+          "a table capped at its start (MTRACE_SLOTS_MAX) passes its checks above");
+}
+
+int main(int argc, char **argv)
+{
+    int capped = argc > 1 && strcmp(argv[1], "capped") == 0;
+    counts =
+        mmap(NULL, 2 * sizeof *counts, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (counts == MAP_FAILED) return 2;
+    setenv("MTRACE_SLOTS", capped ? "8192" : "4096", 1);
+    if (!capped) unsetenv("MTRACE_SLOTS_MAX");
     setenv("MTRACE_LANES", "2", 1);
     check(mt_start() && mt_active(), "the recorder starts without LD_PRELOAD");
+    if (capped) {
+        test_full_table();
+        printf("capped table: %d passed, %d failed\n", counts[0], counts[1]);
+        return counts[1] != 0;
+    }
+    check(mt_table_slots() == 4096 && mt_table_slots_max() == (size_t)1 << 26,
+          "the table starts at MTRACE_SLOTS, 4096 slots, and may grow to 2^26");
+    in_child(test_growth_reads_and_frees);
+    in_child(test_growth_clear);
+    in_child(test_growth_fork);
+    test_capped();
     test_basics();
     test_realloc();
-    test_full_table();
     test_guarded_free();
     test_lanes();
     test_spread_seen_late();
@@ -379,6 +695,6 @@ int main(void)
     test_threads();
     test_packing();
     test_census();
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed != 0;
+    printf("%d passed, %d failed\n", counts[0], counts[1]);
+    return counts[1] != 0;
 }
