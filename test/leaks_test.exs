@@ -15,8 +15,7 @@ defmodule Mtrace.LeaksTest do
     IO.puts("RESULT " <> Base.encode64(:erlang.term_to_binary(result)))
     """
 
-    {out, status} =
-      run_node(wrapped, [{"LD_PRELOAD", mtrace_so()}, {"MTRACE_SLOTS", "1048576"} | env])
+    {out, status} = run_node(wrapped, [{"LD_PRELOAD", mtrace_so()} | env])
 
     assert status == 0, out
 
