@@ -91,7 +91,7 @@ defmodule Mtrace.Test.Report do
       untabled:
         amount(
           text,
-          ~r/^  live at exit without a record \(table full; see MTRACE_SLOTS\): (\d+) bytes in (\d+) blocks?$/m
+          ~r/^  live at exit without a record \(table full; see MTRACE_SLOTS_MAX\): (\d+) bytes in (\d+) blocks?$/m
         ),
       reachable: amount(text, ~r/^  still reachable at exit: (\d+) bytes in (\d+) blocks?$/m),
       peak: number(text, ~r/^  peak live heap(?: \(estimated\))?: (\d+) bytes$/m),
