@@ -29,7 +29,7 @@ The #{info.threads} other threads were stopped for #{div(info.pause_ns, 1000)} u
 """)
 
 IO.puts(
-  "\niex> Mtrace.stats() |> Map.take([:slots, :dropped, :nif_alloc_visible, :resources_visible])"
+  "\niex> Mtrace.stats() |> Map.take([:slots, :grown, :dropped, :nif_alloc_visible, :resources_visible])"
 )
 
-IO.inspect(Map.take(Mtrace.stats(), [:slots, :dropped, :nif_alloc_visible, :resources_visible]))
+IO.inspect(Map.take(Mtrace.stats(), [:slots, :grown, :dropped, :nif_alloc_visible, :resources_visible]))
