@@ -535,7 +535,7 @@ static void test_growth_fork(void)
         g = mt_table_grown();
         pid_t pid = fork();
         if (pid == 0) {
-            alarm(20);
+            alarm(90);
             struct mt_stats before, after;
             seen_bad = 0;
             memset(seen_at, 0, sizeof seen_at);
