@@ -363,6 +363,16 @@ static void mark_from_roots(struct ctx *c, uintptr_t own_lo, uintptr_t own_hi)
     drain(c);
 }
 
+/* Every block in state `state` becomes `becomes` and is queued to be read. */
+static void queue_all(struct ctx *c, uint8_t state, uint8_t becomes)
+{
+    for (size_t i = 0; i < c->s->heap; i++)
+        if (c->st[i] == state) {
+            c->st[i] = becomes;
+            c->work[c->nwork++] = i;
+        }
+}
+
 /* Lost blocks: direct when no other lost block points to them, indirect otherwise; cycles of
  * lost blocks that nothing else points to get their lowest block called direct. Each step queues
  * all its blocks at once, so that they are read in batches. */
@@ -373,20 +383,12 @@ static void classify_lost(struct ctx *c)
     c->from2 = POINTED;
     c->target = POINTED;
     c->push = 0;
-    for (size_t i = 0; i < s->heap; i++)
-        if (c->st[i] == UNSEEN) {
-            c->st[i] = LOST;
-            c->work[c->nwork++] = i;
-        }
+    queue_all(c, UNSEEN, LOST);
     drain(c);
     c->from = c->from2 = POINTED;
     c->target = MT_REACH_INDIRECT;
     c->push = 1;
-    for (size_t i = 0; i < s->heap; i++)
-        if (c->st[i] == LOST) {
-            c->st[i] = MT_REACH_DIRECT;
-            c->work[c->nwork++] = i;
-        }
+    queue_all(c, LOST, MT_REACH_DIRECT);
     drain(c);
     for (size_t i = 0; i < s->heap; i++)
         if (c->st[i] == POINTED) {
