@@ -22,6 +22,8 @@ END {
     title["beam"] = "the BEAM: median over rounds (ratio to untraced, same round); " \
         "NIF pairs: best repetition"
     title["olds"] = "Mtrace.olds(100, true): cold (first call, symbol tables read) and warm"
+    title["growth"] = "growth: blocks leaked by mbench, never freed; median over rounds (ratio to " \
+        "untraced, same round)"
     for (i = 1; i <= nsec; i++) {
         s = sections[i]
         printf("%s%s\n%-" width[s] "s", (i > 1 ? "\n" : ""), title[s], "")

@@ -647,7 +647,7 @@ static void turn_take(void)
 /* Takes the turn if no one holds it or waits for it. */
 static int turn_try(void)
 {
-    unsigned free_ = __atomic_load_n(&serving, __ATOMIC_ACQUIRE);
+    unsigned free_ = __atomic_load_n(&serving, __ATOMIC_SEQ_CST);
     return __atomic_compare_exchange_n(&tickets, &free_, free_ + 1, 0, __ATOMIC_ACQUIRE,
                                        __ATOMIC_RELAXED);
 }
