@@ -32,4 +32,6 @@ IO.puts(
   "\niex> Mtrace.stats() |> Map.take([:slots, :grown, :dropped, :nif_alloc_visible, :resources_visible])"
 )
 
-IO.inspect(Map.take(Mtrace.stats(), [:slots, :grown, :dropped, :nif_alloc_visible, :resources_visible]))
+IO.inspect(
+  Map.take(Mtrace.stats(), [:slots, :grown, :dropped, :nif_alloc_visible, :resources_visible])
+)
