@@ -103,7 +103,8 @@ int mt_snapshot_take(struct mt_snapshot *s)
     *s = (struct mt_snapshot){0};
     mt_guard_hold();
     /* The table may grow while it is copied: a copy that overflowed is taken again, larger. */
-    for (size_t cap = mt_table_count() + mt_table_count() / 4 + 1024;; cap *= 2) {
+    size_t held = mt_table_count();
+    for (size_t cap = held + held / 4 + 1024;; cap *= 2) {
         s->map_len = 2 * cap * sizeof *s->rec;
         if (!(s->map = mt_mem_map(s->map_len))) break;
         struct fill f = {s->map, 0, cap};

@@ -71,25 +71,15 @@ defmodule Mtrace.FormatsTest do
   end
 
   defp decode(profile) do
-    path = Path.join(System.tmp_dir!(), "mtrace_pprof_#{System.unique_integer([:positive])}")
-    File.write!(path, profile)
-
-    result =
-      System.cmd(
-        "sh",
-        [
-          "-c",
-          ~s|protoc --decode=perftools.profiles.Profile -I "$1" profile.proto < "$2"|,
-          "sh",
-          @proto_dir,
-          path
-        ],
-        stderr_to_stdout: true,
-        env: [{"LD_PRELOAD", nil}]
-      )
-
-    File.rm(path)
-    result
+    cmd(
+      "sh",
+      [
+        "-c",
+        ~s|protoc --decode=perftools.profiles.Profile -I "#{@proto_dir}" profile.proto < "$1"|,
+        "sh"
+      ],
+      profile
+    )
   end
 
   test "the gprof2dot JSON is JSON, with the exact costs", %{sites: sites} do
