@@ -18,12 +18,12 @@ defmodule Mtrace.FormatsTest do
     %{sites: Mtrace.top(100, library: "leaky.so", min_size: 5000)}
   end
 
-  defp cmd(program, args, input \\ nil) do
+  defp cmd(program, args, input) do
     path = Path.join(System.tmp_dir!(), "mtrace_fmt_#{System.unique_integer([:positive])}")
-    if input, do: File.write!(path, input)
+    File.write!(path, input)
 
     result =
-      System.cmd(program, args ++ if(input, do: [path], else: []),
+      System.cmd(program, args ++ [path],
         stderr_to_stdout: true,
         env: [{"LD_PRELOAD", nil}]
       )

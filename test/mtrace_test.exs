@@ -46,7 +46,7 @@ defmodule MtraceTest do
     Enum.each(freed, fn {kind, _, address, _} -> Leaky.release(kind, address) end)
 
     after_ = Mtrace.stats()
-    records = records_at(Enum.map(blocks, &elem(&1, 2)))
+    records = blocks |> Enum.map(&elem(&1, 2)) |> records_at() |> from_leaky()
 
     assert records |> Map.keys() |> Enum.sort() ==
              leaked |> Enum.map(&elem(&1, 2)) |> Enum.sort()
@@ -96,7 +96,17 @@ defmodule MtraceTest do
     assert moved.(:free) >= length(freed)
 
     Enum.each(leaked, fn {kind, _, address, _} -> Leaky.release(kind, address) end)
-    assert records_at(Enum.map(leaked, &elem(&1, 2))) == %{}
+    assert leaked |> Enum.map(&elem(&1, 2)) |> records_at() |> from_leaky() == %{}
+  end
+
+  # A freed block's address may be reused at once by a VM thread: a record there is only one
+  # of ours if leaky.so made it.
+  defp from_leaky(records) do
+    leaky_so = Path.expand("support/c_src/leaky.so", __DIR__)
+
+    Map.filter(records, fn {_, {_, _, _, _, stack}} ->
+      Enum.any?(stack, &match?({^leaky_so, _}, &1))
+    end)
   end
 
   test "names are demangled in C only when asked" do
