@@ -176,8 +176,10 @@ void mt_config_load(void)
     const char *u = getenv("MTRACE_UNWIND");
     if (u && strcmp(u, "fp") == 0)
         mt_config.unwind = MT_UNWIND_FP;
+    else if (u && strcmp(u, "erlang") == 0)
+        mt_config.unwind = MT_UNWIND_ERLANG;
     else if (u && strcmp(u, "libunwind") != 0)
-        say("MTRACE_UNWIND", u, "expected libunwind or fp; using libunwind");
+        say("MTRACE_UNWIND", u, "expected libunwind, fp or erlang; using libunwind");
 
     static char report[1024], csv[1024];
     if (!refused("MTRACE_REPORT"))

@@ -15,14 +15,14 @@
 
 #include <stddef.h>
 
-enum mt_unwind { MT_UNWIND_LIBUNWIND, MT_UNWIND_FP };
+enum mt_unwind { MT_UNWIND_LIBUNWIND, MT_UNWIND_FP, MT_UNWIND_ERLANG };
 
 struct mt_config {
     size_t slots;          /* MTRACE_SLOTS: live-table slots at the start, a multiple of 16 */
     size_t slots_max;      /* MTRACE_SLOTS_MAX: the most the table may grow to, >= slots */
     int depth;             /* MTRACE_DEPTH: frames kept per stack, hook frame included */
     size_t stacks;         /* MTRACE_STACKS: distinct stacks the intern table can hold */
-    enum mt_unwind unwind; /* MTRACE_UNWIND: libunwind (default) or fp */
+    enum mt_unwind unwind; /* MTRACE_UNWIND: libunwind (default), fp or erlang */
     size_t sample;         /* MTRACE_SAMPLE: mean bytes between sampled allocations, 0: all */
     size_t lanes;          /* MTRACE_LANES: table lanes (table.h); one per CPU, at most 2 */
     /* Reports and CSV (report.h, csv.h); the strings are copies, NULL when unset. */

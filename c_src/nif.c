@@ -526,7 +526,9 @@ static ERL_NIF_TERM stats(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     PUT_U("sampled", s.sampled);
     PUT_U("dropped", s.dropped);
     PUT_U("depth", mt_config.depth);
-    PUT("unwind", enif_make_atom(env, mt_config.unwind == MT_UNWIND_FP ? "fp" : "libunwind"));
+    PUT("unwind", enif_make_atom(env, mt_config.unwind == MT_UNWIND_FP       ? "fp"
+                                      : mt_config.unwind == MT_UNWIND_ERLANG ? "erlang"
+                                                                             : "libunwind"));
     PUT_U("stacks", active ? mt_stack_count() : 0);
     PUT_U("stack_bytes", active ? mt_stack_bytes() : 0);
     PUT_U("stacks_dropped", s.stacks_dropped);

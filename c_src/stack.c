@@ -1,4 +1,5 @@
-/* stack.c: capture (libunwind or a guarded frame-pointer walk) and lock-free interning.
+/* stack.c: capture (libunwind, a guarded frame-pointer walk, or libunwind continued through the
+ * BEAM's JIT frames) and lock-free interning.
  *
  * Interned stacks live in three mmap'd arrays: the frames, one descriptor per id (where its frames
  * start, how many), and an open-addressed index of 64-bit words (hash high half, id low half). A
@@ -130,6 +131,15 @@ static inline int on_stack(uintptr_t sp, uintptr_t *hi)
 extern unw_accessors_t *_Ux86_64_get_accessors(unw_addr_space_t);
 static int (*libunwind_access_mem)(unw_addr_space_t, unw_word_t, unw_word_t *, int, void *);
 
+/* Copies len bytes at addr into buf; 0, or -1 when any of them is not mapped readable. */
+static int guarded_read(uintptr_t addr, void *buf, size_t len)
+{
+    struct iovec local = {buf, len}, remote = {(void *)addr, len};
+    return syscall(SYS_process_vm_readv, self_pid, &local, 1UL, &remote, 1UL, 0UL) == (long)len
+               ? 0
+               : -1;
+}
+
 static int safe_access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int write,
                            void *arg)
 {
@@ -139,11 +149,7 @@ static int safe_access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val
         *val = *(const unw_word_t *)addr;
         return 0;
     }
-    struct iovec local = {val, sizeof *val}, remote = {(void *)addr, sizeof *val};
-    if (syscall(SYS_process_vm_readv, self_pid, &local, 1UL, &remote, 1UL, 0UL) ==
-        (long)sizeof *val)
-        return 0;
-    return -UNW_EINVAL;
+    return guarded_read(addr, val, sizeof *val) == 0 ? 0 : -UNW_EINVAL;
 }
 
 int mt_stack_init(size_t cap, int depth, enum mt_unwind mode)
@@ -208,11 +214,156 @@ static int fp_walk(uintptr_t *buf, int max)
 
 #define OWN_FRAMES_MAX 16
 
-int mt_stack_capture(uintptr_t hook_ip, uintptr_t *ips, int depth)
+/* The erlang mode. The BEAM's JIT code lies in no loaded object; started with +JPperf map, the
+ * JIT keeps frame pointers ([fp] the caller's fp, [fp + 8] the return address into it, 0 past the
+ * outermost frame) and writes /tmp/perf-<pid>.map. DWARF unwinding stops at the first JIT frame:
+ * the unwind goes on from the RBP libunwind restored for that frame, along the chain. Erlang
+ * frames lie on the process's own stack, in the VM's carriers, so every word of the chain is
+ * read through guarded_read, a window at a time, and each step is checked: aligned, outwards by
+ * less than STEP_MAX, a return address in no loaded object. */
+#define STEP_MAX ((uintptr_t)1 << 20)
+#define USER_TOP ((uintptr_t)1 << 47)
+
+static inline int in_object(uintptr_t ip)
+{
+    struct dl_find_object found;
+    return _dl_find_object((void *)ip, &found) == 0;
+}
+
+/* Whether the BEAM writes the perf map (1), does not (-1), or not looked at yet (0). Without it
+ * the JIT keeps no frame pointers and RBP holds anything: the chain is not followed. The BEAM
+ * writes the file as its JIT starts, before any NIF runs. */
+static int perf_map;
+
+static int perf_map_on(void)
+{
+    int state = __atomic_load_n(&perf_map, __ATOMIC_RELAXED);
+    if (!state) {
+        char path[40] = "/tmp/perf-", digits[24], *d = digits + sizeof digits;
+        size_t len = strlen(path);
+        unsigned long pid = (unsigned long)self_pid;
+        *--d = '\0';
+        do
+            *--d = (char)('0' + pid % 10);
+        while ((pid /= 10) != 0);
+        memcpy(path + len, d, strlen(d));
+        memcpy(path + len + strlen(d), ".map", 5);
+        state = access(path, F_OK) == 0 ? 1 : -1;
+        __atomic_store_n(&perf_map, state, __ATOMIC_RELAXED);
+    }
+    return state > 0;
+}
+
+/* A copy of the chain's memory, refilled when a frame lies outside it. */
+struct window {
+    uintptr_t lo, hi;
+    uintptr_t words[32];
+};
+
+/* The link and return address of the frame at fp; 0, or -1 when they cannot be read. */
+static int chain_link(struct window *win, uintptr_t fp, uintptr_t out[2])
+{
+    if (fp < win->lo || fp + 16 > win->hi) {
+        size_t len = sizeof win->words, to_page = ((fp | 4095) + 1) - fp;
+        if (to_page >= 16 && to_page < len) len = to_page; /* no read past a page for nothing */
+        if (guarded_read(fp, win->words, len) != 0) return -1;
+        win->lo = fp;
+        win->hi = fp + len;
+    }
+    const uintptr_t *at = &win->words[(fp - win->lo) / sizeof(uintptr_t)];
+    out[0] = at[0];
+    out[1] = at[1];
+    return 0;
+}
+
+/* Where the Erlang frames of a walk start (ips[first], 0: none), where the JIT frame's RBP was
+ * saved on the thread's stack (0: not in memory), and whether the chain ended at a link of 0. */
+struct erlang_tail {
+    int first;
+    uintptr_t saved_at;
+    int closed;
+};
+
+/* From the cursor's frame, whose ip is in JIT code: follows the chain from its RBP, writing each
+ * return address to ips and its frame's fp to fps, at most max; returns how many. */
+static int erlang_chain(unw_cursor_t *cur, uintptr_t *ips, uintptr_t *fps, int max,
+                        struct erlang_tail *t)
+{
+    unw_word_t fp;
+    unw_save_loc_t loc;
+    t->closed = 0;
+    t->saved_at = 0;
+    /* The registers are read before any further step: a failed step leaves the cursor broken. */
+    if (!perf_map_on() || unw_get_reg(cur, UNW_X86_64_RBP, &fp) != 0) return 0;
+    if (unw_get_save_loc(cur, UNW_X86_64_RBP, &loc) == 0 && loc.type == UNW_SLT_MEMORY)
+        t->saved_at = loc.u.addr;
+    struct window win = {0, 0, {0}};
+    uintptr_t link[2];
+    int n = 0;
+    while (n < max && fp && !(fp & 7) && fp < USER_TOP && chain_link(&win, fp, link) == 0 &&
+           link[1] >= 4096 && !in_object(link[1])) {
+        ips[n] = link[1];
+        fps[n++] = fp;
+        if (!link[0]) {
+            t->closed = 1;
+            break;
+        }
+        if (link[0] <= fp || link[0] - fp > STEP_MAX) break;
+        fp = link[0];
+    }
+    return n;
+}
+
+/* Steps the cursor outwards, writing each frame's ip and the stack address of its return address
+ * (an Erlang frame's: its fp), at most max; in the erlang mode, through the Erlang frames from
+ * the first ip outside every object. Returns how many. */
+static int steps(unw_cursor_t *cur, uintptr_t *ips, uintptr_t *slots, int max,
+                 struct erlang_tail *t)
+{
+    unw_word_t ip, sp;
+    int n = 0;
+    t->first = 0;
+    while (n < max && unw_step(cur) > 0 && unw_get_reg(cur, UNW_REG_IP, &ip) == 0 &&
+           unw_get_reg(cur, UNW_REG_SP, &sp) == 0 && ip != 0) {
+        ips[n] = ip;
+        slots[n++] = sp - sizeof(uintptr_t);
+        if (unwind_mode == MT_UNWIND_ERLANG && !in_object(ip)) {
+            t->first = n;
+            n += erlang_chain(cur, ips + n, slots + n, max - n, t);
+            break;
+        }
+    }
+    return n;
+}
+
+/* The stack through the Erlang frames, when unw_backtrace stopped at JIT code: 0 on failure. */
+__attribute__((noinline)) static int through_erlang(uintptr_t *ips, int max)
+{
+    unw_context_t uc;
+    unw_cursor_t cur;
+    uintptr_t slots[MT_DEPTH_MAX + OWN_FRAMES_MAX];
+    struct erlang_tail t;
+    if (unw_getcontext(&uc) != 0 || unw_init_local(&cur, &uc) != 0) return 0;
+    return steps(&cur, ips, slots, max, &t);
+}
+
+/* mt_stack_capture, also telling whether it went on through Erlang frames (the erlang mode). */
+static int capture(uintptr_t hook_ip, uintptr_t *ips, int depth, int *jit)
 {
     uintptr_t raw[MT_DEPTH_MAX + OWN_FRAMES_MAX];
     int want = depth - 1 + OWN_FRAMES_MAX;
     int got = unwind_mode == MT_UNWIND_FP ? fp_walk(raw, want) : unw_backtrace((void **)raw, want);
+    /* Only a stack that reaches JIT code pays for the step-by-step walk. */
+    *jit = unwind_mode == MT_UNWIND_ERLANG && got > 0 && got < want && !in_object(raw[got - 1]) &&
+           perf_map_on();
+    if (*jit) {
+        uintptr_t longer[MT_DEPTH_MAX + OWN_FRAMES_MAX];
+        int n = through_erlang(longer, want);
+        if (n > got) {
+            memcpy(raw, longer, (size_t)n * sizeof *raw);
+            got = n;
+        }
+    }
     int i = 0;
     while (i < got && is_own(raw[i]))
         i++;
@@ -223,23 +374,37 @@ int mt_stack_capture(uintptr_t hook_ip, uintptr_t *ips, int depth)
     return n;
 }
 
+int mt_stack_capture(uintptr_t hook_ip, uintptr_t *ips, int depth)
+{
+    int jit;
+    return capture(hook_ip, ips, depth, &jit);
+}
+
 /* The validated cache. An entry remembers, for one call site, the interned stack and, for each of
  * its return addresses (frames 2 and up), the stack word that held it and its value. The key
  * includes the caller's stack pointer, so those words are at fixed addresses for as long as the
  * entry matches. Entries are only made for call sites on this thread's own stack, with every word
- * inside it, so validating an entry only reads memory that is mapped. A hit reads the entry and
- * the stack, nothing of the interned stacks. */
+ * of their native frames inside it, so validating those only reads memory that is mapped. A hit
+ * reads the entry and the stack, nothing of the interned stacks.
+ *
+ * Erlang frames (the erlang mode) lie outside the thread's stack, and another Erlang process
+ * calling from the same native frames has other ones. Their checks come after the native ones, in
+ * chain order: the word where the JIT frame's RBP is saved holds the first fp; then, per frame,
+ * the return address at fp + 8 and the link at fp. Each fp read is one just compared equal to a
+ * live word of the current chain (the saved RBP of a native frame that matched, or a link of a
+ * frame that matched), so it is the running process's live frame, on memory that is mapped. */
 struct check {
     const uintptr_t *slot;
-    uintptr_t ret;
+    uintptr_t value;
 };
 
 struct entry {
     uintptr_t sp, ret, hook_ip;
     uint32_t id;
-    uint16_t n;            /* frames a hit checks; 0: not checkable (yet), see mt_stack_id */
+    uint16_t n;            /* 1 + the checks a hit makes; 0: not checkable (yet), see mt_stack_id */
     uint16_t seen;         /* misses of this call site since it was last walked */
-    struct check checks[]; /* checks[k - 2]: frame k */
+    int jit;               /* its stack went through Erlang frames: walked at each miss */
+    struct check checks[]; /* the native frames' return addresses, then the Erlang chain's words */
 };
 
 #define CACHE_ENTRIES 256
@@ -249,9 +414,15 @@ struct mt_stack_cache {
     char entries[];
 };
 
+/* Frames 2 and up; in the erlang mode also the saved RBP and two words an Erlang frame. */
+static size_t checks_max(void)
+{
+    return unwind_mode == MT_UNWIND_ERLANG ? 3 * (size_t)depth_max : (size_t)depth_max;
+}
+
 static size_t cache_bytes(size_t *stride)
 {
-    *stride = sizeof(struct entry) + sizeof(struct check) * (size_t)depth_max;
+    *stride = sizeof(struct entry) + sizeof(struct check) * checks_max();
     return sizeof(struct mt_stack_cache) + CACHE_ENTRIES * *stride;
 }
 
@@ -283,20 +454,23 @@ static inline int same_key(const struct entry *e, const struct mt_site *site)
 static inline int still_valid(const struct entry *e, const struct mt_site *site)
 {
     if (!same_key(e, site) || !e->id) return 0;
-    for (uint32_t k = 0; k + 2 < e->n; k++)
-        if (*e->checks[k].slot != e->checks[k].ret) return 0;
+    for (uint32_t k = 0; k + 1 < e->n; k++)
+        if (*e->checks[k].slot != e->checks[k].value) return 0;
     return 1;
 }
 
 /* Walks from the hook caller's frame outwards, writing frames and the stack address of each
- * return address. Returns the number of frames, or 0 when no frame had the caller's stack pointer
- * (then the caller uses mt_stack_capture). */
-static int walk(const struct mt_site *site, uintptr_t *ips, uintptr_t *slots, int max)
+ * return address (of an Erlang frame: its fp, the tail saying where those start). Returns the
+ * number of frames, or 0 when no frame had the caller's stack pointer (then the caller uses
+ * mt_stack_capture). */
+static int walk(const struct mt_site *site, uintptr_t *ips, uintptr_t *slots, int max,
+                struct erlang_tail *t)
 {
     int n = 2;
     ips[0] = site->hook_ip;
     ips[1] = site->ret;
     slots[1] = site->sp - sizeof(uintptr_t);
+    t->first = 0;
     if (unwind_mode == MT_UNWIND_FP) {
         const uintptr_t *fp = __builtin_frame_address(0);
         uintptr_t hi;
@@ -311,17 +485,14 @@ static int walk(const struct mt_site *site, uintptr_t *ips, uintptr_t *slots, in
     }
     unw_context_t uc;
     unw_cursor_t cur;
-    unw_word_t ip, sp;
+    unw_word_t sp;
     if (unw_getcontext(&uc) != 0 || unw_init_local(&cur, &uc) != 0) return 0;
     do {
         if (unw_step(&cur) <= 0 || unw_get_reg(&cur, UNW_REG_SP, &sp) != 0 || sp > site->sp)
             return 0;
     } while (sp != site->sp);
-    while (n < max && unw_step(&cur) > 0 && unw_get_reg(&cur, UNW_REG_IP, &ip) == 0 &&
-           unw_get_reg(&cur, UNW_REG_SP, &sp) == 0 && ip != 0) {
-        ips[n] = ip;
-        slots[n++] = sp - sizeof(uintptr_t);
-    }
+    n += steps(&cur, ips + n, slots + n, max - n, t);
+    if (t->first) t->first += 2;
     return n;
 }
 
@@ -329,7 +500,9 @@ static int walk(const struct mt_site *site, uintptr_t *ips, uintptr_t *slots, in
  * it is paid only for a call site that keeps coming back: after WALK_AFTER misses in a row. The
  * one-off stacks a program's start-up is full of never pay it, and a site whose stack keeps
  * changing (two callers at the same depth) pays it once in WALK_AFTER + 1 misses. The
- * frame-pointer walk is cheap: it always runs. */
+ * frame-pointer walk is cheap: it always runs. So does the walk of a call site whose stack went
+ * into JIT code: continuing through the Erlang frames costs a step-by-step walk anyway, and an
+ * Erlang process's stack moves at each of its garbage collections. */
 #define WALK_AFTER 16
 #define UNCHECKABLE UINT16_MAX
 
@@ -344,35 +517,60 @@ static inline struct mt_site word_by_word(const struct mt_site *s)
                             __atomic_load_n(&s->sp, __ATOMIC_RELAXED)};
 }
 
+/* Fills e's checks from a walk of n frames; returns how many, or -1 when the walk cannot be
+ * checked: a native slot off the thread's stack, or an Erlang chain cut short by a doubtful step
+ * (a check could not tell a longer chain from it). */
+static int fill_checks(struct entry *e, const struct mt_site *site, uintptr_t hi,
+                       const uintptr_t *ips, const uintptr_t *slots, int n,
+                       const struct erlang_tail *t)
+{
+    int native = t->first ? t->first : n, c = 0;
+    for (int k = 2; k < native; k++) {
+        if (slots[k] < site->sp || slots[k] + sizeof(uintptr_t) > hi) return -1;
+        e->checks[c++] = (struct check){(const uintptr_t *)slots[k], ips[k]};
+    }
+    if (native == n) return c;
+    if (t->saved_at < site->sp || t->saved_at + sizeof(uintptr_t) > hi ||
+        (!t->closed && n < depth_max))
+        return -1;
+    e->checks[c++] = (struct check){(const uintptr_t *)t->saved_at, slots[native]};
+    for (int k = native; k < n; k++) {
+        const uintptr_t *fp = (const uintptr_t *)slots[k];
+        e->checks[c++] = (struct check){fp + 1, ips[k]};
+        if (k + 1 < n || t->closed) e->checks[c++] = (struct check){fp, k + 1 < n ? slots[k + 1] : 0};
+    }
+    return c;
+}
+
 static uint32_t unwind(struct entry *e, const struct mt_site *site, uintptr_t hi)
 {
     int exact = 0;
     if (e && same_key(e, site)) {
         if (e->n != UNCHECKABLE) e->n = 0;
         if (e->seen < WALK_AFTER) e->seen++;
-        exact = e->n != UNCHECKABLE && (unwind_mode == MT_UNWIND_FP || e->seen == WALK_AFTER);
+        exact = e->n != UNCHECKABLE &&
+                (unwind_mode == MT_UNWIND_FP || e->jit || e->seen == WALK_AFTER);
     } else if (e) {
         *e = (struct entry){.sp = site->sp, .ret = site->ret, .hook_ip = site->hook_ip, .seen = 1};
         exact = unwind_mode == MT_UNWIND_FP;
     }
 
     uintptr_t ips[MT_DEPTH_MAX], slots[MT_DEPTH_MAX];
-    int n = 0;
-    if (unwind_mode == MT_UNWIND_LIBUNWIND) pthread_rwlock_rdlock(&unwinding);
-    if (exact) n = walk(site, ips, slots, depth_max);
+    struct erlang_tail tail;
+    int n = 0, jit = 0;
+    if (unwind_mode != MT_UNWIND_FP) pthread_rwlock_rdlock(&unwinding);
+    if (exact) n = walk(site, ips, slots, depth_max, &tail);
     int checkable = n > 0;
-    if (!checkable) n = mt_stack_capture(site->hook_ip, ips, depth_max);
-    if (unwind_mode == MT_UNWIND_LIBUNWIND) pthread_rwlock_unlock(&unwinding);
+    if (!checkable) n = capture(site->hook_ip, ips, depth_max, &jit);
+    if (unwind_mode != MT_UNWIND_FP) pthread_rwlock_unlock(&unwinding);
 
     uint32_t id = mt_stack_intern(ips, n);
     if (!e || !id) return id;
     e->id = id;
+    e->jit = e->jit || jit;
     if (!exact) return id;
-    for (int k = 2; checkable && k < n; k++)
-        if (slots[k] < site->sp || slots[k] + sizeof(uintptr_t) > hi) checkable = 0;
-    for (int k = 2; checkable && k < n; k++)
-        e->checks[k - 2] = (struct check){(const uintptr_t *)slots[k], ips[k]};
-    e->n = checkable ? (uint16_t)n : UNCHECKABLE;
+    int c = checkable ? fill_checks(e, site, hi, ips, slots, n, &tail) : -1;
+    e->n = c >= 0 ? (uint16_t)(c + 1) : UNCHECKABLE;
     e->seen = 0;
     return id;
 }
@@ -418,6 +616,7 @@ void mt_stack_fork_child(void)
 {
     unwinding = (pthread_rwlock_t)PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
     self_pid = (pid_t)syscall(SYS_getpid);
+    perf_map = 0;
 }
 
 static inline uint64_t hash_frames(const uintptr_t *ips, int n)

@@ -27,6 +27,8 @@ defmodule Mtrace.Test.Leaky do
   def kinds, do: @kinds
 
   def alloc(_kind, _size), do: :erlang.nif_error(:not_loaded)
+  # alloc/2 on a dirty scheduler.
+  def dirty_alloc(_kind, _size), do: :erlang.nif_error(:not_loaded)
   def release(_kind, _address), do: :erlang.nif_error(:not_loaded)
   def churn(_rounds, _size), do: :erlang.nif_error(:not_loaded)
 end

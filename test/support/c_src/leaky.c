@@ -147,6 +147,7 @@ static ERL_NIF_TERM nif_churn(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
 
 static ErlNifFunc funcs[] = {
     {"alloc", 2, nif_alloc, 0},
+    {"dirty_alloc", 2, nif_alloc, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"release", 2, nif_release, 0},
     {"churn", 2, nif_churn, ERL_NIF_DIRTY_JOB_CPU_BOUND},
 };
