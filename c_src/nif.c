@@ -45,7 +45,7 @@
 #pragma weak enif_raise_exception
 
 static ERL_NIF_TERM atom_true, atom_false, atom_nil, atom_not_preloaded, atom_error, atom_sampling,
-    atom_dropped, atom_reset, atom_enomem, atom_maybe;
+    atom_dropped, atom_reset, atom_enomem, atom_maybe, atom_erlang;
 
 /* When reset/0 last emptied the table (CLOCK_MONOTONIC_COARSE), 0 if never: the blocks live
  * then have no record, so nothing can be called lost. */
@@ -104,31 +104,43 @@ static void keep_oldest(struct oldest *o, const struct mt_record *rec)
 
 /* Which records a reader wants: of an age in [min_age_ns, max_age_ns], allocated after
  * since_ns, at least min_size bytes, and with a stack through a library whose path contains
- * `library` and a frame whose (demangled) function name contains `function`, when given. The
- * answer per stack is kept in memo (0: not known yet). */
+ * `library`, a frame whose (demangled) function name contains `function`, and an Erlang frame
+ * whose name ("'Mod':fun/arity", as the perf map writes it) starts with `erlang` (when that ends
+ * in a digit, the arity: the whole name), when given. The answer per stack is kept in memo (0:
+ * not known yet). */
 struct filter {
     uint64_t min_age_ns, max_age_ns, since_ns, min_size;
-    char library[1024], function[1024];
-    int has_library, has_function;
+    char library[1024], function[1024], erlang[1024];
+    int has_library, has_function, has_erlang;
     int8_t *memo;
     size_t ids;
 };
+
+static int erlang_matches(const struct filter *f, const struct mt_frame_info *fr)
+{
+    size_t n = strlen(f->erlang);
+    if (!fr->erlang || strncmp(fr->function, f->erlang, n) != 0) return 0;
+    return !(f->erlang[n - 1] >= '0' && f->erlang[n - 1] <= '9') || fr->function[n] == '\0';
+}
 
 static int stack_matches(struct filter *f, uint32_t id)
 {
     if (id >= f->ids) return 0;
     if (!f->memo[id]) {
         const uintptr_t *ips;
-        int n = mt_stack_get(id, &ips), library = !f->has_library, function = !f->has_function;
+        int n = mt_stack_get(id, &ips), library = !f->has_library, function = !f->has_function,
+            erlang = !f->has_erlang;
         struct mt_frame_info fr[MT_INLINE_MAX];
-        for (int i = 0; i < n && !(library && function); i++) {
+        for (int i = 0; i < n && !(library && function && erlang); i++) {
             int k = mt_symbolize_frames(id, ips[i], f->has_function, fr, MT_INLINE_MAX);
             for (int j = 0; j < k; j++) {
                 library = library || (fr[j].path && strstr(fr[j].path, f->library));
-                function = function || (fr[j].function && strstr(fr[j].function, f->function));
+                function = function || (!fr[j].erlang && fr[j].function &&
+                                        strstr(fr[j].function, f->function));
+                erlang = erlang || erlang_matches(f, &fr[j]);
             }
         }
-        f->memo[id] = library && function ? 1 : -1;
+        f->memo[id] = library && function && erlang ? 1 : -1;
     }
     return f->memo[id] > 0;
 }
@@ -154,16 +166,16 @@ static int get_text(ErlNifEnv *env, ERL_NIF_TERM term, char *out, size_t cap, in
 }
 
 /* Reads the filter the Elixir side built once for every reader (Mtrace.Options):
- * {min_age_ns, max_age_ns, since_ns, min_size, library | nil, function | nil}. With a library or a
- * function, memo is allocated (enif_alloc) and must be freed by the caller. Returns 0, or -1 for
- * badarg. */
+ * {min_age_ns, max_age_ns, since_ns, min_size, library | nil, function | nil, erlang | nil}. With
+ * a library, a function or an Erlang name, memo is allocated (enif_alloc) and must be freed by
+ * the caller. Returns 0, or -1 for badarg. */
 static int get_filter(ErlNifEnv *env, ERL_NIF_TERM term, struct filter *f)
 {
     const ERL_NIF_TERM *t;
     int arity;
     ErlNifUInt64 v[4];
     f->memo = NULL;
-    if (!enif_get_tuple(env, term, &arity, &t) || arity != 6) return -1;
+    if (!enif_get_tuple(env, term, &arity, &t) || arity != 7) return -1;
     for (int i = 0; i < 4; i++)
         if (!enif_get_uint64(env, t[i], &v[i])) return -1;
     f->min_age_ns = v[0];
@@ -171,9 +183,11 @@ static int get_filter(ErlNifEnv *env, ERL_NIF_TERM term, struct filter *f)
     f->since_ns = v[2];
     f->min_size = v[3];
     if (get_text(env, t[4], f->library, sizeof f->library, &f->has_library) != 0 ||
-        get_text(env, t[5], f->function, sizeof f->function, &f->has_function) != 0)
+        get_text(env, t[5], f->function, sizeof f->function, &f->has_function) != 0 ||
+        get_text(env, t[6], f->erlang, sizeof f->erlang, &f->has_erlang) != 0 ||
+        (f->has_erlang && !f->erlang[0]))
         return -1;
-    if (!f->has_library && !f->has_function) return 0;
+    if (!f->has_library && !f->has_function && !f->has_erlang) return 0;
     f->ids = mt_stack_count() + 1;
     f->memo = enif_alloc(f->ids);
     if (!f->memo) return -1;
@@ -188,10 +202,15 @@ static ERL_NIF_TERM make_stack(ErlNifEnv *env, uint32_t id, int demangle)
     ERL_NIF_TERM frames[MT_DEPTH_MAX];
     for (int i = 0; i < n; i++) {
         /* One pair an address, inlined functions aside: the function its code belongs to, and
-         * nil for a library unloaded since. */
+         * nil for a library unloaded since; {erlang, "Mod:fun/arity"} for JIT code. */
         struct mt_frame_info fr[MT_INLINE_MAX];
         const struct mt_frame_info *outer =
             &fr[mt_symbolize_frames(id, ips[i], demangle, fr, MT_INLINE_MAX) - 1];
+        if (outer->erlang) {
+            ERL_NIF_TERM pair[2] = {atom_erlang, make_string(env, outer->function)};
+            frames[i] = enif_make_tuple_from_array(env, pair, 2);
+            continue;
+        }
         if (!outer->path || outer->unloaded != MT_FRAME_LOADED) {
             frames[i] = atom_nil;
             continue;
@@ -408,9 +427,9 @@ static ERL_NIF_TERM leaks(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 }
 
 /* frames(stack_ids, demangle) -> one list per id of {address, path | nil, name | nil,
- * offset | nil, file | nil, line | nil, inlined, unloaded}, a tuple per function (inlined ones
- * first, with their caller's address); unloaded is false, true, or maybe (symbols.h's REPLACED,
- * with path nil). */
+ * offset | nil, file | nil, line | nil, inlined, unloaded, erlang}, a tuple per function (inlined
+ * ones first, with their caller's address); unloaded is false, true, or maybe (symbols.h's
+ * REPLACED, with path nil); erlang is true for JIT code named by the perf map (path nil). */
 static ERL_NIF_TERM frames(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     ERL_NIF_TERM list = argv[0], head, *out;
@@ -440,7 +459,7 @@ static ERL_NIF_TERM frames(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
                                         room < MT_INLINE_MAX ? room : MT_INLINE_MAX);
             for (int j = 0; j < k; j++) {
                 const struct mt_frame_info *x = &fr[j];
-                ERL_NIF_TERM t[8] = {
+                ERL_NIF_TERM t[9] = {
                     enif_make_uint64(env, ips[i]),
                     x->path ? make_string(env, x->path) : atom_nil,
                     x->function ? make_string(env, x->function) : atom_nil,
@@ -451,8 +470,9 @@ static ERL_NIF_TERM frames(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
                     x->unloaded == MT_FRAME_LOADED     ? atom_false
                     : x->unloaded == MT_FRAME_UNLOADED ? atom_true
                                                        : atom_maybe,
+                    x->erlang ? atom_true : atom_false,
                 };
-                f[nf++] = enif_make_tuple_from_array(env, t, 8);
+                f[nf++] = enif_make_tuple_from_array(env, t, 9);
             }
         }
         out[n++] = enif_make_list_from_array(env, f, nf);
@@ -568,6 +588,7 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
     atom_reset = enif_make_atom(env, "reset");
     atom_enomem = enif_make_atom(env, "enomem");
     atom_maybe = enif_make_atom(env, "maybe");
+    atom_erlang = enif_make_atom(env, "erlang");
     return 0;
 }
 

@@ -1,5 +1,6 @@
 /* symbols.c: the symbolizer's seam (see symbols.h): which module an address of a stack was in,
- * the two backends asked about it (symbols_elf.c, symbols_dwarf.c), and the caches.
+ * the backends asked about it (symbols_elf.c, symbols_dwarf.c; symbols_perf.c for JIT code in
+ * none), and the caches.
  *
  * Module records are never freed: an unloaded module keeps its record (its range and the walks
  * that saw it) so that old stacks are still told apart from the modules loaded after it, and
@@ -373,7 +374,12 @@ int mt_symbolize_frames(uint64_t when, uintptr_t ip, int demangle, struct mt_fra
     if (!debug_path) set_debug_path();
     refresh();
     struct module *m = resolve(when, a, &state);
-    if (!m) {
+    if (!m && state == MT_FRAME_LOADED) {
+        mt_perf_refresh(clock_fn);
+        const char *name = mt_perf_name(when, ip);
+        out[0] = (struct mt_frame_info){.function = name, .erlang = !!name};
+        n = 1;
+    } else if (!m) {
         out[0] = (struct mt_frame_info){.unloaded = state};
         n = 1;
     } else {

@@ -7,7 +7,13 @@
  *   so that nothing it allocates is traced, and run it after they have copied records out of the
  *   live table; it is never called while other threads are stopped.
  * - Thread safe: one mutex guards the module history and the caches.
- * - Two backends behind one answer. Function names come from the ELF .symtab (static functions
+ * - Code in no module is the BEAM's JIT code: it is named from the BEAM's perf map
+ *   (/tmp/perf-<pid>.map, written when the node runs with +JPperf map), read again when it has
+ *   grown (symbols_perf.c): "Mod:fun/arity" as the BEAM writes it, with erlang set. Where code
+ *   was purged and other code loaded at its address, the latest line that may have been there
+ *   when the stack was made names it: a stack made before the reload, read only after it, may
+ *   get the new code's name.
+ * - Two backends behind one answer for native code. Function names come from the ELF .symtab (static functions
  *   included), else .dynsym with the .symtab of a .gnu_debugdata section (MiniDebugInfo); the
  *   function an address is in keeps its symbol table name, DWARF's when no table names it, and
  *   inlined functions have DWARF's names. Source file and line, and the functions inlined at
@@ -57,6 +63,7 @@ struct mt_frame_info {
     int line;         /* 0 with file NULL */
     int inlined;      /* inlined into the next frame, which has the same ip */
     int unloaded;     /* MT_FRAME_*: the module is loaded, unloaded since, or not known */
+    int erlang;       /* JIT code named by the perf map: function is its name, path NULL */
 };
 
 /* The most frames one address expands to; deeper inline chains keep their innermost frames

@@ -1,4 +1,5 @@
-/* symbols_backend.h: the two symbolizer backends behind symbols.c, private to it.
+/* symbols_backend.h: the symbolizer's backends behind symbols.c (ELF, DWARF, the BEAM's perf map),
+ * private to it.
  *
  * Contract
  * - Called only by symbols.c, with its mutex held; nothing here locks.
@@ -47,6 +48,14 @@ struct mt_dwarf *mt_dwarf_open(const char *path, struct mt_file_id id, uintptr_t
  * when the module has no DWARF for a (out untouched). */
 int mt_dwarf_frames(struct mt_dwarf *d, uintptr_t a, int demangle, struct mt_frame_info *out,
                     int max);
+
+/* The BEAM's perf map (symbols_perf.c). mt_perf_refresh reads the lines appended since it last
+ * did, dated by clock (NULL: every line taken as there before any stack). mt_perf_name: the name
+ * of the JIT range at process address a (a return address as it is, not a - 1) when stack `when`
+ * was made, the latest line that may have been there then, without the leading '$' and the
+ * "-CodeInfoPrologue" suffix, interned; NULL when no line covers a. */
+void mt_perf_refresh(uint64_t (*clock)(void));
+const char *mt_perf_name(uint64_t when, uintptr_t a);
 
 /* cplus_demangle's answer, or NULL; malloc'd. */
 char *mt_demangle(const char *name);

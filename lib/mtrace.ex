@@ -30,9 +30,14 @@ defmodule Mtrace do
 
   @typedoc """
   A frame: the library's path and the name of the function its code is in (`nil` when it has
-  none); functions inlined there are not listed (`Mtrace.Frame` has them).
+  none); functions inlined there are not listed (`Mtrace.Frame` has them). An Erlang function
+  (`MTRACE_UNWIND=erlang`, or the first JIT frame of a node started with `+JPperf map`) is
+  `{:erlang, "Mod:fun/arity"}`, as the BEAM's perf map writes it (`"'Elixir.MyApp':put/3"`).
   """
-  @type frame :: {library :: String.t(), symbol :: String.t() | nil} | nil
+  @type frame ::
+          {library :: String.t(), symbol :: String.t() | nil}
+          | {:erlang, name :: String.t()}
+          | nil
 
   @typedoc """
   A live allocation: how long ago it was made, its requested size, its address, the time spent
@@ -63,6 +68,10 @@ defmodule Mtrace do
       string (`"my_nif"`): one NIF's allocations without the VM's own. Default `nil` (all).
     * `:function` - only blocks with a frame whose function name contains this string (olds
       matches in C, so here only a string; the other readers also take a `Regex`).
+    * `:erlang` - only blocks whose stack passes through this Erlang function: `"Mod"`,
+      `"Mod:fun"` or `"Mod:fun/arity"`, the module as Elixir writes it (`"MyApp.Cache:put"`,
+      `"lists:map/2"`). Erlang frames are there with `MTRACE_UNWIND=erlang` in a node started
+      with `+JPperf map`. Default `nil`.
     * `:since` - only blocks allocated after this `Mtrace.mark/0`.
 
   The filters are applied before `n` is counted.
@@ -82,7 +91,7 @@ defmodule Mtrace do
       ** (ArgumentError) Mtrace.olds/2: n must be a non-negative integer, got: -1
 
       iex> Mtrace.olds(1, colour: true)
-      ** (ArgumentError) Mtrace.olds/2: unknown option :colour; the options are :demangle, :min_age, :max_age, :min_size, :library, :function, :since
+      ** (ArgumentError) Mtrace.olds/2: unknown option :colour; the options are :demangle, :min_age, :max_age, :min_size, :library, :function, :erlang, :since
   """
   @spec olds(non_neg_integer(), boolean() | keyword()) :: [record()]
   def olds(n \\ 10, opts \\ false)
@@ -130,6 +139,7 @@ defmodule Mtrace do
       string. Default `nil` (all).
     * `:function` - only sites with a frame whose function name contains this string, or
       matches this `Regex`. Default `nil`.
+    * `:erlang` - only sites whose stack passes through this Erlang function, as in `olds/2`.
     * `:blocks` - when `true`, one `Mtrace.Site` per block, with its `address`. Default `false`.
     * `:demangle` - C++ and Rust names demangled. Default `true`.
 
@@ -222,10 +232,14 @@ defmodule Mtrace do
   ## Options
 
     * `:group` - `:stack` (identical stacks, the default), `{:depth, k}` (stacks whose first
-      `k` frames are the same), or `:function` (the function that called the intercepted one,
-      with its distinct call paths in the site's `paths`: heaptrack's view).
-    * `:min_age`, `:max_age`, `:min_size`, `:library`, `:function`, `:since` - as in `olds/2`
-      (`:function` also takes a `Regex`).
+      `k` frames are the same), `:function` (the function that called the intercepted one,
+      with its distinct call paths in the site's `paths`: heaptrack's view), or `:erlang` (the
+      nearest Erlang function on the stack, with its paths: the site's stack is the
+      intercepted function and that Erlang frame; a frame with `module: nil` when the stack
+      has none, as on a dirty scheduler). Erlang frames need `MTRACE_UNWIND=erlang` and a node
+      started with `+JPperf map` (`stats/0`'s `:erlang_frames`).
+    * `:min_age`, `:max_age`, `:min_size`, `:library`, `:function`, `:erlang`, `:since` - as in
+      `olds/2` (`:function` also takes a `Regex`).
     * `:demangle` - default `true`.
 
   ## Examples
@@ -234,8 +248,12 @@ defmodule Mtrace do
       #=> [%Mtrace.Site{bytes: 40960, blocks: 10, stack: [..., %Mtrace.Frame{function: "cache_put"}],
       #      paths: [%Mtrace.Site{...}, ...]}, ...]
 
+      Mtrace.top(5, group: :erlang)
+      #=> [%Mtrace.Site{bytes: 40960, blocks: 10,
+      #      stack: [#Mtrace.Frame<malloc ...>, #Mtrace.Frame<MyApp.Cache.put/3 (Erlang)>], ...}]
+
       iex> Mtrace.top(3, group: :line)
-      ** (ArgumentError) Mtrace.top/2: group must be :stack, :function or {:depth, k} with k > 0, got: :line
+      ** (ArgumentError) Mtrace.top/2: group must be :stack, :function, :erlang or {:depth, k} with k > 0, got: :line
   """
   @spec top(non_neg_integer(), keyword()) ::
           [Site.t()] | %{node() => [Site.t()] | {:error, term()}}
@@ -551,7 +569,7 @@ defmodule Mtrace do
       (`MTRACE_SLOTS_MAX`), and how many times it has grown (doubled) since it started at
       `MTRACE_SLOTS`.
     * `:lanes`, `:records`, `:depth`, `:unwind` - lanes the table is cut into (`MTRACE_LANES`),
-      records held now, frames kept per stack, unwinder (`:libunwind` or `:fp`).
+      records held now, frames kept per stack, unwinder (`:libunwind`, `:fp` or `:erlang`).
     * `:live_bytes`, `:live_blocks`, `:estimated` - the live heap the records stand for. Without
       sampling (`estimated: false`) the sums of the records; with it, estimates: each record of
       `s` bytes counts as `s/p` bytes and `1/p` blocks, `p` being its chance to be sampled.
@@ -572,6 +590,12 @@ defmodule Mtrace do
       those come from the VM's own carriers, and a NIF that leaks them shows nothing.
     * `:stale_replaced` - records replaced because their address was handed out again before
       mtrace saw it freed.
+    * `:erlang_frames` - whether stacks go on through the Erlang functions that called a NIF:
+      `:on` (`MTRACE_UNWIND=erlang` in a node started with `+JPperf map`); `:no_perf_map` (the
+      mode is on, but the node was started without `+JPperf map`: the JIT keeps no frame
+      pointers and writes no names, so a NIF's stack ends at its first JIT frame, unnamed, and
+      `group: :erlang` and `erlang:` find nothing); `:no_jit` (an emulator without the JIT);
+      `:off` (another unwinding mode).
 
   ## Examples
 
@@ -589,11 +613,24 @@ defmodule Mtrace do
   end
 
   defp stats_here do
-    Map.merge(Nif.stats_nif(), %{
+    stats = Nif.stats_nif()
+
+    Map.merge(stats, %{
       nif_alloc_visible: :erlang.system_info({:allocator, :driver_alloc}) == false,
-      resources_visible: :erlang.system_info({:allocator, :binary_alloc}) == false
+      resources_visible: :erlang.system_info({:allocator, :binary_alloc}) == false,
+      erlang_frames: erlang_frames(stats.unwind)
     })
   end
+
+  defp erlang_frames(:erlang) do
+    cond do
+      :erlang.system_info(:emu_flavor) != :jit -> :no_jit
+      File.exists?("/tmp/perf-#{System.pid()}.map") -> :on
+      true -> :no_perf_map
+    end
+  end
+
+  defp erlang_frames(_unwind), do: :off
 
   @doc """
   Empties the table of live allocations and returns how many records it held.

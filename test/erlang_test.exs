@@ -47,26 +47,147 @@ defmodule Mtrace.ErlangTest do
   end)
   """
 
+  @chain [
+    {Mtrace.Test.Chain, :c, 1},
+    {Mtrace.Test.Chain, :b, 1},
+    {Mtrace.Test.Chain, :a, 1}
+  ]
+
+  # The Erlang frames of the live site of `bytes` bytes, as {module, function, arity}.
+  @erlang_frames """
+  (fn bytes ->
+    site = Enum.find(Mtrace.top(1_000_000), &(&1.bytes == bytes))
+    for %{kind: :erlang} = f <- site.stack, do: {f.module, f.function, f.arity}
+  end)
+  """
+
   test "a NIF's stack goes on through the Erlang functions that called it, in order" do
-    names =
+    {names, frames, spawned, olds, stats} =
       in_node(
         """
         _ = Chain.a(4321)
-        #{@jit_names}.(4321)
+        task = Task.async(fn -> Chain.a(4322) end)
+        _ = Task.await(task)
+        [{_, _, _, _, olds}] = Mtrace.olds(1, erlang: "Mtrace.Test.Chain:b/1", min_size: 4322)
+        {#{@jit_names}.(4321), #{@erlang_frames}.(4321), #{@erlang_frames}.(4322), olds,
+         Mtrace.stats()}
         """,
         @erlang
       )
 
+    # The perf map read here names the addresses in the same order as mtrace does.
     erlang = Enum.reject(names, &is_nil/1)
 
-    chain = [
-      "$'Elixir.Mtrace.Test.Chain':c/1",
-      "$'Elixir.Mtrace.Test.Chain':b/1",
-      "$'Elixir.Mtrace.Test.Chain':a/1"
-    ]
-
     assert ["$global::call_nif_shared" | rest] = erlang
-    assert Enum.take(rest, 3) == chain
+    assert Enum.take(rest, 3) == Enum.map(@chain, fn {m, f, a} -> "$'#{m}':#{f}/#{a}" end)
     refute "?" in erlang
+
+    assert [{nil, "global::call_nif_shared", nil} | rest] = frames
+    assert Enum.take(rest, 3) == @chain
+    # In a process of its own, from the process's first function.
+    assert [{nil, "global::call_nif_shared", nil} | rest] = spawned
+    assert Enum.take(rest, 3) == @chain
+    assert {Task.Supervised, :invoke_mfa, 2} in rest
+
+    assert [{_, "malloc"}, {_, "leak_malloc"}, {_, "nif_alloc"}, {_, _} | tail] = olds
+
+    assert [{:erlang, "global::call_nif_shared"}, {:erlang, "'Elixir.Mtrace.Test.Chain':c/1"} | _] =
+             tail
+
+    assert stats.erlang_frames == :on and stats.unwind == :erlang
+  end
+
+  # The Erlang frames of the record of `bytes` bytes, from olds/2: one record, whatever stack
+  # other blocks share with it.
+  @olds_erlang """
+  (fn bytes ->
+    [{_, _, _, _, stack}] = Mtrace.olds(1_000_000, min_size: bytes) |> Enum.filter(&(elem(&1, 1) == bytes))
+    for {:erlang, name} <- stack, do: name
+  end)
+  """
+
+  test "the code of a module loaded again is named, before and after" do
+    {before, old, new} =
+      in_node(
+        """
+        _ = Chain.a(5001)
+        before = #{@olds_erlang}.(5001)
+        [{Chain, beam}] = Code.compile_string(File.read!("test/support/chain.ex"))
+        :code.purge(Chain)
+        {:module, Chain} = :code.load_binary(Chain, ~c"chain.ex", beam)
+        :code.purge(Chain)
+        _ = Chain.a(5002)
+        {before, #{@olds_erlang}.(5001), #{@olds_erlang}.(5002)}
+        """,
+        @erlang
+      )
+
+    names = Enum.map(@chain, fn {m, f, a} -> "'#{m}':#{f}/#{a}" end)
+    assert Enum.slice(before, 1, 3) == names
+    assert Enum.slice(old, 1, 3) == names
+    assert Enum.slice(new, 1, 3) == names
+  end
+
+  test "on a dirty scheduler, the Erlang caller is unknown" do
+    sites =
+      in_node(
+        """
+        _ = Chain.dirty(6001)
+        _ = Chain.a(6002)
+        for s <- Mtrace.top(1_000_000, group: :erlang, library: "leaky"), do: {s.bytes, s.stack |> List.last() |> Mtrace.Format.label()}
+        """,
+        @erlang
+      )
+
+    assert {6001, "(Erlang caller unknown)"} in sites
+    assert {6002, "Mtrace.Test.Chain.c/1"} in sites
+  end
+
+  test "a node started without +JPperf map says what is lost" do
+    {stats, frames} =
+      in_node(
+        """
+        _ = Chain.a(7001)
+        {Mtrace.stats(), #{@erlang_frames}.(7001)}
+        """,
+        [{"MTRACE_UNWIND", "erlang"}]
+      )
+
+    assert stats.erlang_frames == :no_perf_map
+    assert frames == []
+  end
+
+  test "under load, through garbage collections and code purges, the mode holds" do
+    {count, frames} =
+      in_node(
+        """
+        workers =
+          for i <- 1..4 do
+            spawn_link(fn ->
+              for _ <- 1..3000 do
+                [[[addr]]] = Chain.a(64 + i)
+                Leaky.release(:malloc, addr)
+                if rem(addr, 7) == 0, do: :erlang.garbage_collect()
+              end
+            end)
+          end
+
+        for _ <- 1..20 do
+          {Chain, beam, _} = :code.get_object_code(Chain)
+          :code.purge(Chain)
+          {:module, Chain} = :code.load_binary(Chain, ~c"chain.ex", beam)
+          Process.sleep(10)
+        end
+
+        refs = Enum.map(workers, &Process.monitor/1)
+        for r <- refs, do: receive(do: ({:DOWN, ^r, _, _, _} -> :ok))
+        _ = Chain.a(7777)
+        {Mtrace.stats().stacks, #{@erlang_frames}.(7777)}
+        """,
+        @erlang
+      )
+
+    assert count > 0
+    assert Enum.take(tl(frames), 3) == @chain
   end
 end

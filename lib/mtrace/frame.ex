@@ -1,15 +1,24 @@
 defmodule Mtrace.Frame do
   @moduledoc """
-  One frame of a native stack, innermost first in `Mtrace.Site` stacks. An address whose code
+  One frame of a stack, innermost first in `Mtrace.Site` stacks. An address whose code
   has functions inlined into it gives one frame per function: the inlined ones first (innermost
   first, `inlined: true`), then the function they were inlined into, all with that address.
 
-    * `:kind` - `:native` (machine code in a loaded library or executable).
+    * `:kind` - `:native` (machine code in a loaded library or executable), or `:erlang`: the
+      BEAM's JIT code, named from its perf map (`MTRACE_UNWIND=erlang` in a node started with
+      `+JPperf map`; see the README).
+    * `:module`, `:arity` - of an Erlang function (`kind: :erlang`): with `:function` (an atom
+      then), its MFA, `{Mtrace.Test.Chain, :c, 1}`. JIT code that is no Erlang function (the
+      VM's shared fragments, `"global::call_nif_shared"`) has `module: nil`, `arity: nil` and the
+      perf map's name as `:function`. `nil` for native frames. `Mtrace.top/2` with
+      `group: :erlang` gives a site whose Erlang caller is unknown (a NIF on a dirty scheduler,
+      a thread of the VM's own) a frame of kind `:erlang` with all three `nil`.
     * `:library` - the path of the file the code belongs to, `nil` for an address in no
       loaded file (the BEAM's JIT code), or in a library whose identity is not known (see
       `:unloaded`).
     * `:function` - the function's name (demangled when asked), `nil` when neither the file's
-      symbol tables nor its debug information name one.
+      symbol tables nor its debug information name one; of an Erlang function, its name (an
+      atom).
     * `:address` - the return address (frame 0: the intercepted function's entry).
     * `:offset` - `address` less the library's load address: the address in the file, as
       `addr2line -e library` wants it (less one, for a return address). `nil` with no library.
@@ -24,7 +33,9 @@ defmodule Mtrace.Frame do
 
   defstruct kind: :native,
             library: nil,
+            module: nil,
             function: nil,
+            arity: nil,
             address: 0,
             offset: nil,
             file: nil,
@@ -33,9 +44,11 @@ defmodule Mtrace.Frame do
             unloaded: false
 
   @type t :: %__MODULE__{
-          kind: :native,
+          kind: :native | :erlang,
           library: String.t() | nil,
-          function: String.t() | nil,
+          module: module() | nil,
+          function: String.t() | atom() | nil,
+          arity: non_neg_integer() | nil,
           address: non_neg_integer(),
           offset: non_neg_integer() | nil,
           file: String.t() | nil,
@@ -48,6 +61,9 @@ end
 defimpl Inspect, for: Mtrace.Frame do
   # One line a frame, as valgrind prints one: the function, its source line, then where its code
   # is. The fields are all still there: frame.library, frame.offset, ...
+  def inspect(%{kind: :erlang} = frame, _opts),
+    do: "#Mtrace.Frame<#{Mtrace.Format.label(frame)} (Erlang)>"
+
   def inspect(frame, _opts) do
     where =
       cond do

@@ -4,7 +4,15 @@ defmodule Mtrace.Options do
   # per option. A bad option raises ArgumentError naming the function and the option. The
   # filters are turned here into the one term the NIF reads (nif.c, get_filter).
 
-  @filters [min_age: 0, max_age: nil, min_size: 0, library: nil, function: nil, since: nil]
+  @filters [
+    min_age: 0,
+    max_age: nil,
+    min_size: 0,
+    library: nil,
+    function: nil,
+    erlang: nil,
+    since: nil
+  ]
 
   @cluster [nodes: nil, timeout: 15_000]
 
@@ -39,14 +47,47 @@ defmodule Mtrace.Options do
   end
 
   @doc """
-  The filter term of nif.c: {min_age_ns, max_age_ns, since_ns, min_size, library, function}.
-  A Regex function is matched on the Elixir side (Mtrace.Sites), so C gets nil for it.
+  The filter term of nif.c: {min_age_ns, max_age_ns, since_ns, min_size, library, function,
+  erlang}. A Regex function is matched on the Elixir side (Mtrace.Sites), so C gets nil for it;
+  erlang is the start of the names the perf map gives ("'Elixir.Mod':fun/"), see erlang_mfa/1.
   """
   @spec filter(keyword()) :: tuple()
   def filter(opts) do
     {ns(opts[:min_age]), if(opts[:max_age], do: ns(opts[:max_age]), else: @max_u64),
      if(opts[:since], do: opts[:since].time_ns, else: 0), opts[:min_size], opts[:library],
-     if(is_binary(opts[:function]), do: opts[:function])}
+     if(is_binary(opts[:function]), do: opts[:function]),
+     if(opts[:erlang], do: erlang_prefix(erlang_mfa(opts[:erlang])))}
+  end
+
+  @doc """
+  "Mod", "Mod:fun" or "Mod:fun/arity" as {module, function | nil, arity | nil}; a module that
+  starts with a capital is an Elixir alias ("MyApp.Cache" is MyApp.Cache, "lists" is :lists).
+  """
+  @spec erlang_mfa(String.t()) :: {module(), atom() | nil, non_neg_integer() | nil}
+  def erlang_mfa(text) do
+    {mod, fun} =
+      case String.split(text, ":", parts: 2) do
+        [mod, fun] -> {mod, fun}
+        [mod] -> {mod, nil}
+      end
+
+    module = if mod =~ ~r/^[A-Z]/, do: Module.concat([mod]), else: String.to_atom(mod)
+
+    case fun && Regex.run(~r{^(.+)/(\d+)$}, fun) do
+      nil when fun in [nil, ""] -> {module, nil, nil}
+      nil -> {module, String.to_atom(fun), nil}
+      [_, name, arity] -> {module, String.to_atom(name), String.to_integer(arity)}
+    end
+  end
+
+  # As the BEAM writes them in its perf map: atoms quoted where Erlang quotes them.
+  defp erlang_prefix({module, function, arity}) do
+    [
+      :io_lib.format(~c"~w:", [module]),
+      if(function, do: :io_lib.format(~c"~w/", [function]), else: []),
+      if(arity, do: Integer.to_string(arity), else: [])
+    ]
+    |> IO.iodata_to_binary()
   end
 
   @doc "Seconds (a number) to whole nanoseconds."
@@ -68,6 +109,11 @@ defmodule Mtrace.Options do
        do: value
 
   defp check!(_name, :library, value) when is_nil(value) or is_binary(value), do: value
+
+  defp check!(_name, :erlang, value)
+       when is_nil(value) or
+              (is_binary(value) and value != "" and binary_part(value, 0, 1) != ":"),
+       do: value
 
   defp check!(_name, :function, value)
        when is_nil(value) or is_binary(value) or is_struct(value, Regex),
@@ -92,7 +138,7 @@ defmodule Mtrace.Options do
   defp check!(_name, :count, value) when is_nil(value) or (is_integer(value) and value > 0),
     do: value
 
-  defp check!(_name, :group, value) when value in [:stack, :function], do: value
+  defp check!(_name, :group, value) when value in [:stack, :function, :erlang], do: value
   defp check!(_name, :group, {:depth, k} = value) when is_integer(k) and k > 0, do: value
 
   defp check!(name, :since, %Mtrace.Mark{node: node} = mark) do
@@ -109,8 +155,9 @@ defmodule Mtrace.Options do
         k when k in [:min_age, :max_age] -> "a number of seconds, 0 or more"
         :min_size -> "a number of bytes, 0 or more"
         :library -> "a string or nil"
+        :erlang -> ~s(a string, "Mod", "Mod:fun" or "Mod:fun/arity", or nil)
         :function -> "a string, a Regex or nil"
-        :group -> ":stack, :function or {:depth, k} with k > 0"
+        :group -> ":stack, :function, :erlang or {:depth, k} with k > 0"
         :since -> "a mark (Mtrace.mark/0)"
         :nodes -> "a list of node names"
         k when k in [:timeout, :interval] -> "a number of milliseconds, more than 0"

@@ -1,7 +1,7 @@
 defmodule Mtrace.Sites do
   @moduledoc false
   # Sites from what the NIF returns: stacks turned into frames once per stack id, the filters
-  # that need names (library, function), the grouping of top/2 and diff/2, and the order.
+  # that need names (library, function, erlang), the grouping of top/2 and diff/2, and the order.
 
   alias Mtrace.{Frame, Nif, Site}
 
@@ -10,29 +10,48 @@ defmodule Mtrace.Sites do
   def stacks(ids, demangle) do
     frames =
       for frames <- Nif.frames_nif(ids, demangle) do
-        for {address, library, function, offset, file, line, inlined, unloaded} <- frames do
-          %Frame{
-            library: library,
-            function: function,
-            address: address,
-            offset: offset,
-            file: file,
-            line: line,
-            inlined: inlined,
-            unloaded: unloaded
-          }
+        for {address, library, function, offset, file, line, inlined, unloaded, erlang} <- frames do
+          if erlang do
+            erlang_frame(address, function, unloaded)
+          else
+            %Frame{
+              library: library,
+              function: function,
+              address: address,
+              offset: offset,
+              file: file,
+              line: line,
+              inlined: inlined,
+              unloaded: unloaded
+            }
+          end
         end
       end
 
     ids |> Enum.zip(frames) |> Map.new()
   end
 
-  @doc "The sites whose stacks pass library: and function:."
+  # A perf map's name, "'Mod':fun/arity" (the BEAM writes atoms as Erlang does), as a frame: the
+  # MFA when it is one, else JIT code of the VM's own, named as it is.
+  defp erlang_frame(address, name, unloaded) do
+    frame = %Frame{kind: :erlang, address: address, function: name, unloaded: unloaded}
+
+    case :erl_scan.string(String.to_charlist(name)) do
+      {:ok, [{:atom, _, m}, {:":", _}, {:atom, _, f}, {:/, _}, {:integer, _, a}], _} ->
+        %{frame | module: m, function: f, arity: a}
+
+      _ ->
+        frame
+    end
+  end
+
+  @doc "The sites whose stacks pass library:, function: and erlang:."
   @spec matching([Site.t()], keyword()) :: [Site.t()]
   def matching(sites, opts) do
     Enum.filter(sites, fn s ->
       through?(s.stack, :library, opts[:library]) and
-        through?(s.stack, :function, opts[:function])
+        through?(s.stack, :function, opts[:function]) and
+        through_erlang?(s.stack, opts[:erlang])
     end)
   end
 
@@ -41,16 +60,45 @@ defmodule Mtrace.Sites do
   defp through?(stack, field, pattern) do
     Enum.any?(stack, fn frame ->
       value = Map.fetch!(frame, field)
-      value != nil and value =~ pattern
+      frame.kind == :native and value != nil and value =~ pattern
+    end)
+  end
+
+  defp through_erlang?(_stack, nil), do: true
+
+  defp through_erlang?(stack, text) do
+    {module, function, arity} = Mtrace.Options.erlang_mfa(text)
+
+    Enum.any?(stack, fn f ->
+      f.kind == :erlang and f.arity != nil and f.module == module and
+        function in [nil, f.function] and arity in [nil, f.arity]
     end)
   end
 
   @doc """
   Sites merged by group: :stack (as they are), {:depth, k} (equal first k frames), :function
-  (equal calling function below the intercepted one, its stacks kept as paths).
+  (equal calling function below the intercepted one, its stacks kept as paths), :erlang (equal
+  nearest Erlang function, its stacks kept as paths; a frame of its own when there is none).
   """
-  @spec group([Site.t()], :stack | :function | {:depth, pos_integer()}) :: [Site.t()]
+  @spec group([Site.t()], :stack | :function | :erlang | {:depth, pos_integer()}) :: [Site.t()]
   def group(sites, :stack), do: sites
+
+  def group(sites, :erlang) do
+    sites
+    |> Enum.group_by(fn s ->
+      case Enum.find(s.stack, &(&1.kind == :erlang and &1.arity != nil)) do
+        %Frame{module: m, function: f, arity: a} -> {m, f, a}
+        nil -> :unknown
+      end
+    end)
+    |> Enum.map(fn {_, [first | _] = same} ->
+      caller =
+        Enum.find(first.stack, &(&1.kind == :erlang and &1.arity != nil)) ||
+          %Frame{kind: :erlang}
+
+      %{sum(same) | stack: [hd(first.stack), caller], paths: by_size(same)}
+    end)
+  end
 
   def group(sites, {:depth, k}) do
     sites

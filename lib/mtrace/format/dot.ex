@@ -61,8 +61,7 @@ defmodule Mtrace.Format.Dot do
   end
 
   defp key(frame) do
-    name = if frame.function, do: frame.function, else: Format.label(frame)
-    {name, Format.library(frame)}
+    {Format.function(frame), Format.library(frame)}
   end
 
   # From pale to strong red as the share of the bytes grows.

@@ -7,11 +7,20 @@ defmodule Mtrace.Format do
 
   @doc """
   A frame as people read it: function (file:line), else library+0xoffset, else address; with
-  `lines: false`, without the file:line (frames of one function then merge).
+  `lines: false`, without the file:line (frames of one function then merge). An Erlang function
+  as Elixir writes it (`Mtrace.Test.Chain.c/1`, `:lists.map/2`).
   """
   @spec label(Frame.t() | nil, keyword()) :: String.t()
   def label(frame, opts \\ [])
   def label(nil, _opts), do: "??"
+
+  def label(%Frame{kind: :erlang, module: nil, function: nil}, _opts),
+    do: "(Erlang caller unknown)"
+
+  def label(%Frame{kind: :erlang, module: nil, function: name}, _opts), do: "JIT #{name}"
+
+  def label(%Frame{kind: :erlang, module: m, function: f, arity: a}, _opts),
+    do: Exception.format_mfa(m, f, a)
 
   def label(%Frame{} = f, opts) do
     base =
@@ -30,9 +39,15 @@ defmodule Mtrace.Format do
     end
   end
 
-  @doc "The frame's library, by its file name: what the pictures colour by."
+  @doc "The frame's function as the graphs name it: its name, else its label."
+  @spec function(Frame.t()) :: String.t()
+  def function(%Frame{kind: :native, function: name}) when is_binary(name), do: name
+  def function(frame), do: label(frame)
+
+  @doc "The frame's library, by its file name: what the pictures colour by (Erlang: `erlang`)."
   @spec library(Frame.t() | nil) :: String.t()
   def library(%Frame{library: lib}) when is_binary(lib), do: Path.basename(lib)
+  def library(%Frame{kind: :erlang}), do: "erlang"
   def library(_), do: "?"
 
   @doc "Lowercase hexadecimal, without 0x."

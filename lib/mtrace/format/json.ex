@@ -37,7 +37,7 @@ defmodule Mtrace.Format.Json do
     """
   end
 
-  defp key(frame), do: {frame.function || Format.label(frame), Format.library(frame)}
+  defp key(frame), do: {Format.function(frame), Format.library(frame)}
 
   @doc false
   def string(text) do

@@ -83,7 +83,7 @@ defmodule Mtrace.Format.Pprof do
     end)
   end
 
-  defp function_key(f), do: {f.function || Format.label(f), Map.get(f, :file) || ""}
+  defp function_key(f), do: {Format.function(f), Map.get(f, :file) || ""}
 
   defp line(f), do: Map.get(f, :line) || 0
 end
