@@ -36,6 +36,11 @@ void mt_report_frame(struct mt_out *o, const struct mt_frame_info *f, int quoted
         mt_out_str(o, "?? (unloaded or replaced)");
         return;
     }
+    if (f->erlang) {
+        text(o, f->function);
+        mt_out_str(o, " (erlang)");
+        return;
+    }
     if (!f->path) {
         mt_out_str(o, "?? (no module)");
         return;

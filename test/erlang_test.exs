@@ -190,4 +190,37 @@ defmodule Mtrace.ErlangTest do
     assert count > 0
     assert Enum.take(tl(frames), 3) == @chain
   end
+
+  test "the exit report and every output format name the Erlang functions" do
+    wrapped = """
+    [[[_]]] = Mtrace.Test.Chain.a(8001)
+    sites = Mtrace.top(1_000_000, erlang: "Mtrace.Test.Chain:c")
+    none = Mtrace.top(1_000_000, erlang: "Mtrace.Test.Chain:c/2")
+    rendered =
+      for format <- [:folded, :tree, :dot, :json, :html, :pprof] do
+        text = IO.iodata_to_binary(Mtrace.render(sites, format))
+        text = if format == :pprof, do: :zlib.gunzip(text), else: text
+        {format, text =~ "Mtrace.Test.Chain.c/1"}
+      end
+    IO.puts("RENDERED \#{inspect({length(sites), length(none), rendered})}")
+    """
+
+    {out, 0} =
+      run_node(wrapped, [
+        {"LD_PRELOAD", mtrace_so()},
+        {"MTRACE_REPORT", "stderr"},
+        {"MTRACE_REPORT_DEPTH", "12"} | @erlang
+      ])
+
+    [_, rendered] = Regex.run(~r/^RENDERED (.*)$/m, out)
+    {found, none, formats} = Code.eval_string(rendered) |> elem(0)
+    assert found == 1 and none == 0
+    for {format, named} <- formats, do: assert(named, "#{format} does not name it")
+
+    assert out =~ ~r/by 0x[0-9a-f]+: 'Elixir.Mtrace.Test.Chain':c\/1 \(erlang\)\n/
+    [site] = for s <- Mtrace.Report.sites(out), s.bytes == 8001, do: s
+
+    assert [%Mtrace.Frame{kind: :erlang, module: Mtrace.Test.Chain, function: :c, arity: 1} | _] =
+             Enum.filter(site.stack, &(&1.kind == :erlang and &1.arity != nil))
+  end
 end

@@ -3,9 +3,10 @@ defmodule Mtrace.Report do
   # Reads the text reports the C side writes (report.c) back into sites, so that one writer a
   # format serves them too (bin/mtrace run --format, bin/mtrace convert). A site header
   # `N bytes in M blocks[ lost (d direct, i indirect)], site k of n`, then its frames
-  # `    at|by 0xADDR: NAME (WHERE)`, WHERE a library's path or a file:line.
+  # `    at|by 0xADDR: NAME (WHERE)`, WHERE a library's path, a file:line, or `erlang` (NAME is
+  # then the BEAM's perf map's).
 
-  alias Mtrace.{Frame, Site}
+  alias Mtrace.{Frame, Site, Sites}
 
   @site ~r/^([+-]?\d+) bytes in ([+-]?\d+) blocks?(?: lost \((\d+) direct, (\d+) indirect\))?.*, site \d+ of \d+$/
   @frame ~r/^    (?:at|by) 0x([0-9a-f]+): (.*)$/
@@ -56,6 +57,9 @@ defmodule Mtrace.Report do
   # "name (where)", "?? (where)", or "where+0xoffset"; where a path or file:line.
   defp frame(address, text) do
     case Regex.run(~r/^(.*) \(([^()]*)\)$/, text) do
+      [_, name, "erlang"] ->
+        Sites.erlang_frame(address, name, false)
+
       [_, name, where] ->
         function = if name == "??", do: nil, else: name
 

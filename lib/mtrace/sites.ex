@@ -31,9 +31,12 @@ defmodule Mtrace.Sites do
     ids |> Enum.zip(frames) |> Map.new()
   end
 
-  # A perf map's name, "'Mod':fun/arity" (the BEAM writes atoms as Erlang does), as a frame: the
-  # MFA when it is one, else JIT code of the VM's own, named as it is.
-  defp erlang_frame(address, name, unloaded) do
+  @doc """
+  A perf map's name, "'Mod':fun/arity" (the BEAM writes atoms as Erlang does), as a frame: the
+  MFA when it is one, else JIT code of the VM's own, named as it is.
+  """
+  @spec erlang_frame(non_neg_integer(), String.t(), boolean() | :maybe) :: Frame.t()
+  def erlang_frame(address, name, unloaded) do
     frame = %Frame{kind: :erlang, address: address, function: name, unloaded: unloaded}
 
     case :erl_scan.string(String.to_charlist(name)) do
