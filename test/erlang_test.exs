@@ -8,11 +8,13 @@ defmodule Mtrace.ErlangTest do
 
   @erlang [{"MTRACE_UNWIND", "erlang"}, {"ERL_AFLAGS", "+JPperf map"}]
 
-  # Runs code in a fresh node with the preload and env; code leaves its answer in `result`.
+  # Runs code in a fresh node with the preload and env; code leaves its answer in `result`. The
+  # node removes the perf map the BEAM leaves in /tmp.
   defp in_node(code, env) do
     wrapped = """
     alias Mtrace.Test.{Chain, Leaky}
     result = (#{code})
+    File.rm("/tmp/perf-\#{System.pid()}.map")
     IO.puts("RESULT " <> Base.encode64(:erlang.term_to_binary(result)))
     """
 
@@ -202,6 +204,7 @@ defmodule Mtrace.ErlangTest do
         text = if format == :pprof, do: :zlib.gunzip(text), else: text
         {format, text =~ "Mtrace.Test.Chain.c/1"}
       end
+    File.rm("/tmp/perf-\#{System.pid()}.map")
     IO.puts("RENDERED \#{inspect({length(sites), length(none), rendered})}")
     """
 
