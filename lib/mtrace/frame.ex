@@ -61,6 +61,9 @@ end
 defimpl Inspect, for: Mtrace.Frame do
   # One line a frame, as valgrind prints one: the function, its source line, then where its code
   # is. The fields are all still there: frame.library, frame.offset, ...
+  def inspect(%{kind: :erlang, function: nil} = frame, _opts),
+    do: "#Mtrace.Frame<#{Mtrace.Format.label(frame)}>"
+
   def inspect(%{kind: :erlang} = frame, _opts),
     do: "#Mtrace.Frame<#{Mtrace.Format.label(frame)} (Erlang)>"
 
