@@ -61,8 +61,10 @@ defmodule Mtrace do
     * `:min_size` - only blocks of at least this many bytes. Default `0`.
     * `:library` - only blocks whose stack passes through a library whose path contains this
       string (`"my_nif"`): one NIF's allocations without the VM's own. Default `nil` (all).
-    * `:function` - only blocks with a frame whose function name contains this string (olds
-      matches in C, so here only a string; the other readers also take a `Regex`).
+    * `:function` - only blocks with a frame whose (demangled) function name contains this
+      string, or whose name as returned matches this `Regex`. A string is matched in C as the
+      table is read; a `Regex` in Elixir, after every block that passes the other filters has
+      been listed: slower on a large table.
     * `:since` - only blocks allocated after this `Mtrace.mark/0`.
 
   The filters are applied before `n` is counted.
@@ -96,13 +98,22 @@ defmodule Mtrace do
   def olds(n, opts) do
     opts = Options.validate!(:olds, "Mtrace.olds/2", opts)
 
-    if is_struct(opts[:function], Regex),
-      do: raise(ArgumentError, "Mtrace.olds/2: function must be a string here, got a Regex")
-
     # Any n past the table's size means all of it: 2^64 answers as 2^64 - 1 does.
-    Nif.olds_nif(min(n, Options.no_limit()), opts[:demangle], Options.filter(opts))
-    |> preloaded!()
+    case opts[:function] do
+      %Regex{} = pattern ->
+        Nif.olds_nif(Options.no_limit(), opts[:demangle], Options.filter(opts))
+        |> preloaded!()
+        |> Stream.filter(fn {_, _, _, _, stack} -> Enum.any?(stack, &named?(&1, pattern)) end)
+        |> Enum.take(min(n, Options.no_limit()))
+
+      _ ->
+        Nif.olds_nif(min(n, Options.no_limit()), opts[:demangle], Options.filter(opts))
+        |> preloaded!()
+    end
   end
+
+  defp named?({_library, function}, pattern) when is_binary(function), do: function =~ pattern
+  defp named?(_frame, _pattern), do: false
 
   @doc """
   Returns the live blocks that the program can no longer reach, by call site, largest first.

@@ -184,6 +184,15 @@ defmodule MtraceTest do
 
     assert Mtrace.top(10, library: "leaky.so", max_age: 0.0) |> Enum.all?(&(&1.oldest_age == 0))
 
+    # olds takes the same filters: a Regex, matched against the names it returns, and a string.
+    assert Mtrace.olds(10, demangle: true, function: ~r/^leaky::cxx_/)
+           |> Enum.map(&elem(&1, 2))
+           |> Enum.sort() == Enum.sort(b)
+
+    assert [_] = Mtrace.olds(1, demangle: true, function: ~r/^leaky::cxx_/)
+    assert Mtrace.olds(10, demangle: false, function: ~r/^leaky::/) == []
+    assert Mtrace.olds(10, function: "leak_calloc") |> Enum.map(&elem(&1, 2)) == [c]
+
     [cxx] = Mtrace.top(1, function: "cxx_new", group: {:depth, 3})
     assert {cxx.bytes, length(cxx.stack)} == {14000, 3}
 
@@ -243,7 +252,9 @@ defmodule MtraceTest do
       Mtrace.diff(Mtrace.mark(), since: 1)
     end
 
-    assert_raise ArgumentError, ~r/a Regex/, fn -> Mtrace.olds(1, function: ~r/x/) end
+    assert_raise ArgumentError, ~r/function must be a string, a Regex/, fn ->
+      Mtrace.olds(1, function: 42)
+    end
 
     assert_raise ArgumentError, ~r/mark of other@host/, fn ->
       Mtrace.top(1, since: %Mtrace.Mark{node: :other@host})
