@@ -233,8 +233,11 @@ defmodule Mtrace do
   ## Options
 
     * `:group` - `:stack` (identical stacks, the default), `{:depth, k}` (stacks whose first
-      `k` frames are the same), or `:function` (the function that called the intercepted one,
-      with its distinct call paths in the site's `paths`: heaptrack's view).
+      `k` frames are the same), or `:function` (the allocating function, with its distinct call
+      paths in the site's `paths`: heaptrack's view). The allocating function is the one that
+      called the intercepted one; with `:library`, the first function in that library, so
+      that a NIF's own function is named rather than `operator new` or the VM's
+      `erts_sys_alloc` (`enif_alloc`).
     * `:min_age`, `:max_age`, `:min_size`, `:library`, `:function`, `:since` - as in `olds/2`
       (`:function` also takes a `Regex`).
     * `:demangle` - default `true`.
@@ -272,7 +275,7 @@ defmodule Mtrace do
       %Site{bytes: bytes, blocks: blocks, oldest_age: oldest / 1.0e9, stack: stacks[id]}
     end)
     |> Sites.matching(opts)
-    |> Sites.group(opts[:group])
+    |> Sites.group(opts[:group], opts[:library])
     |> Sites.by_size()
     |> Enum.take(n)
   end
@@ -389,7 +392,7 @@ defmodule Mtrace do
     end)
     |> Enum.reject(&(&1.allocated_blocks == 0 and &1.freed_blocks == 0))
     |> Sites.matching(opts)
-    |> Sites.group(opts[:group])
+    |> Sites.group(opts[:group], opts[:library])
     |> Sites.by_size()
   end
 

@@ -201,6 +201,16 @@ defmodule MtraceTest do
     assert {malloc.bytes, malloc.blocks, length(malloc.stack)} == {15001, 3, 2}
     assert [%Mtrace.Site{bytes: 15001}] = malloc.paths
 
+    # With library:, C++ new's site is named after the library's function, not operator new.
+    assert Enum.map(by_fun, &{&1.bytes, List.last(&1.stack).function, length(&1.stack)}) == [
+             {15001, "leak_malloc", 2},
+             {14000, "leaky::cxx_new(unsigned long)", 3},
+             {300, "leak_calloc", 2}
+           ]
+
+    assert [%Mtrace.Site{stack: [_, %Mtrace.Frame{function: "operator new(unsigned long)"}]}] =
+             Mtrace.top(1, function: "cxx_new", group: :function)
+
     Enum.each(a, &Leaky.release(:malloc, &1))
     Enum.each(b, &Leaky.release(:cxx_new, &1))
     Leaky.release(:calloc, c)
