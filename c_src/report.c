@@ -391,6 +391,24 @@ static size_t changed_sites(struct site *sites, size_t ids, struct mt_tally *bas
     return n;
 }
 
+/* How many of n entries a list shows: MTRACE_REPORT_TOP, or all. */
+static size_t shown_of(size_t n)
+{
+    return mt_config.report_top && mt_config.report_top < n ? mt_config.report_top : n;
+}
+
+/* The end of a list's header: "n sites, showing k):". */
+static void list_count(struct mt_out *o, size_t n, size_t shown, const char *one, const char *many)
+{
+    mt_out_u64(o, n);
+    mt_out_str(o, n == 1 ? one : many);
+    if (shown < n) {
+        mt_out_str(o, ", showing ");
+        mt_out_u64(o, shown);
+    }
+    mt_out_str(o, "):\n");
+}
+
 static void title(struct mt_out *o, const struct mt_report_req *req)
 {
     mt_out_str(o, "mtrace report ");
@@ -434,13 +452,7 @@ static void sites_header(struct mt_out *o, const struct mt_report_req *req, cons
         amount(o, ": ", all->bytes, all->blocks, "block", 0);
         mt_out_str(o, " by call site, largest first (");
     }
-    mt_out_u64(o, n);
-    mt_out_str(o, n == 1 ? " site" : " sites");
-    if (shown < n) {
-        mt_out_str(o, ", showing ");
-        mt_out_u64(o, shown);
-    }
-    mt_out_str(o, "):\n");
+    list_count(o, n, shown, " site", " sites");
 }
 
 /* A function's share of a list of sites: those whose frame 1, the caller of the intercepted
@@ -497,16 +509,10 @@ static void print_callers(struct mt_out *o, const char *what, const struct site 
         }
     }
     qsort(c, k, sizeof *c, by_caller_size);
-    size_t shown = mt_config.report_top && mt_config.report_top < k ? mt_config.report_top : k;
+    size_t shown = shown_of(k);
     mt_out_str(o, what);
     mt_out_str(o, " by calling function, largest first (");
-    mt_out_u64(o, k);
-    mt_out_str(o, k == 1 ? " function" : " functions");
-    if (shown < k) {
-        mt_out_str(o, ", showing ");
-        mt_out_u64(o, shown);
-    }
-    mt_out_str(o, "):\n");
+    list_count(o, k, shown, " function", " functions");
     for (size_t i = 0; i < shown; i++) {
         amount(o, "  ", c[i].bytes, c[i].blocks, "block", 0);
         mt_out_str(o, " from ");
@@ -535,7 +541,7 @@ static void print_sites(struct mt_out *o, const struct mt_report_req *req, const
         add(&all, &sites[i]);
     if (totals) all = *totals;
     n = merge(sites, n);
-    size_t shown = mt_config.report_top && mt_config.report_top < n ? mt_config.report_top : n;
+    size_t shown = shown_of(n);
     if (what && n) print_callers(o, what, sites, n);
     sites_header(o, req, what, &all, n, shown);
     for (size_t i = 0; i < shown; i++)
