@@ -22,6 +22,10 @@ END {
     title["beam"] = "the BEAM: median over rounds (ratio to untraced, same round); " \
         "NIF pairs: best repetition"
     title["olds"] = "Mtrace.olds(100, true): cold (first call, symbol tables read) and warm"
+    title["top"] = "Mtrace.top(100), with file:line: cold (first call, symbol tables and DWARF " \
+        "read) and warm"
+    title["leaks"] = "Mtrace.leaks_info/1, default table, 64-byte blocks: the whole call, and " \
+        "the pause of the other threads"
     title["growth"] = "growth: blocks leaked by mbench, never freed; median over rounds (ratio to " \
         "untraced, same round)"
     for (i = 1; i <= nsec; i++) {

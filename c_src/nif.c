@@ -132,7 +132,13 @@ static int stack_matches(struct filter *f, uint32_t id)
             erlang = !f->has_erlang;
         struct mt_frame_info fr[MT_INLINE_MAX];
         for (int i = 0; i < n && !(library && function && erlang); i++) {
-            int k = mt_symbolize_frames(id, ips[i], f->has_function, fr, MT_INLINE_MAX);
+            /* A library is a path: the symbol tables name it without the cost of DWARF. Inlined
+             * functions' names are DWARF's. */
+            int k = 1;
+            if (f->has_function)
+                k = mt_symbolize_frames(id, ips[i], 1, fr, MT_INLINE_MAX);
+            else
+                fr[0] = mt_symbolize_function(id, ips[i], 0);
             for (int j = 0; j < k; j++) {
                 library = library || (fr[j].path && strstr(fr[j].path, f->library));
                 function = function || (!fr[j].erlang && fr[j].function &&
@@ -203,20 +209,18 @@ static ERL_NIF_TERM make_stack(ErlNifEnv *env, uint32_t id, int demangle)
     for (int i = 0; i < n; i++) {
         /* One pair an address, inlined functions aside: the function its code belongs to, and
          * nil for a library unloaded since; {erlang, "Mod:fun/arity"} for JIT code. */
-        struct mt_frame_info fr[MT_INLINE_MAX];
-        const struct mt_frame_info *outer =
-            &fr[mt_symbolize_frames(id, ips[i], demangle, fr, MT_INLINE_MAX) - 1];
-        if (outer->erlang) {
-            ERL_NIF_TERM pair[2] = {atom_erlang, make_string(env, outer->function)};
+        struct mt_frame_info outer = mt_symbolize_function(id, ips[i], demangle);
+        if (outer.erlang) {
+            ERL_NIF_TERM pair[2] = {atom_erlang, make_string(env, outer.function)};
             frames[i] = enif_make_tuple_from_array(env, pair, 2);
             continue;
         }
-        if (!outer->path || outer->unloaded != MT_FRAME_LOADED) {
+        if (!outer.path || outer.unloaded != MT_FRAME_LOADED) {
             frames[i] = atom_nil;
             continue;
         }
-        ERL_NIF_TERM pair[2] = {make_string(env, outer->path),
-                                outer->function ? make_string(env, outer->function) : atom_nil};
+        ERL_NIF_TERM pair[2] = {make_string(env, outer.path),
+                                outer.function ? make_string(env, outer.function) : atom_nil};
         frames[i] = enif_make_tuple_from_array(env, pair, 2);
     }
     return enif_make_list_from_array(env, frames, (unsigned)n);

@@ -396,6 +396,24 @@ static size_t changed_sites(struct site *sites, size_t ids, struct mt_tally *bas
     return n;
 }
 
+/* How many of n entries a list shows: MTRACE_REPORT_TOP, or all. */
+static size_t shown_of(size_t n)
+{
+    return mt_config.report_top && mt_config.report_top < n ? mt_config.report_top : n;
+}
+
+/* The end of a list's header: "n sites, showing k):". */
+static void list_count(struct mt_out *o, size_t n, size_t shown, const char *one, const char *many)
+{
+    mt_out_u64(o, n);
+    mt_out_str(o, n == 1 ? one : many);
+    if (shown < n) {
+        mt_out_str(o, ", showing ");
+        mt_out_u64(o, shown);
+    }
+    mt_out_str(o, "):\n");
+}
+
 static void title(struct mt_out *o, const struct mt_report_req *req)
 {
     mt_out_str(o, "mtrace report ");
@@ -439,13 +457,83 @@ static void sites_header(struct mt_out *o, const struct mt_report_req *req, cons
         amount(o, ": ", all->bytes, all->blocks, "block", 0);
         mt_out_str(o, " by call site, largest first (");
     }
-    mt_out_u64(o, n);
-    mt_out_str(o, n == 1 ? " site" : " sites");
-    if (shown < n) {
-        mt_out_str(o, ", showing ");
-        mt_out_u64(o, shown);
+    list_count(o, n, shown, " site", " sites");
+}
+
+/* A function's share of a list of sites: those whose frame 1, the caller of the intercepted
+ * function, is in it (heaptrack's "leaked over 3 calls from f"). */
+struct caller {
+    struct mt_frame_info frame; /* the innermost function at frame 1 */
+    uintptr_t key;              /* frame 1's address when no function is named, else 0 */
+    int64_t bytes, blocks;
+    size_t paths;
+};
+
+static int by_caller(const void *pa, const void *pb)
+{
+    /* Names are interned: equal text, equal pointer. */
+    const struct caller *a = pa, *b = pb;
+    uintptr_t x[3] = {(uintptr_t)a->frame.path, (uintptr_t)a->frame.function, a->key};
+    uintptr_t y[3] = {(uintptr_t)b->frame.path, (uintptr_t)b->frame.function, b->key};
+    for (int i = 0; i < 3; i++)
+        if (x[i] != y[i]) return x[i] < y[i] ? -1 : 1;
+    return 0;
+}
+
+static int by_caller_size(const void *pa, const void *pb)
+{
+    const struct caller *a = pa, *b = pb;
+    if (a->bytes != b->bytes) return a->bytes > b->bytes ? -1 : 1;
+    if (a->blocks != b->blocks) return a->blocks > b->blocks ? -1 : 1;
+    return by_caller(pa, pb);
+}
+
+/* The list's sites summed by calling function, largest first, before the stacks themselves;
+ * cut to MTRACE_REPORT_TOP. Nothing is printed when memory for it runs out. */
+static void print_callers(struct mt_out *o, const char *what, const struct site *sites, size_t n)
+{
+    struct caller *c = malloc(n * sizeof *c);
+    if (!c) return;
+    for (size_t i = 0; i < n; i++) {
+        c[i] = (struct caller){.bytes = sites[i].bytes, .blocks = sites[i].blocks, .paths = 1};
+        if (sites[i].n < 2) continue;
+        struct mt_frame_info f[MT_INLINE_MAX];
+        mt_symbolize_frames(sites[i].id, sites[i].ips[1], 1, f, MT_INLINE_MAX);
+        c[i].frame = f[0];
+        c[i].key = f[0].function ? 0 : sites[i].ips[1];
     }
-    mt_out_str(o, "):\n");
+    qsort(c, n, sizeof *c, by_caller);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (k && by_caller(&c[k - 1], &c[i]) == 0) {
+            c[k - 1].bytes += c[i].bytes;
+            c[k - 1].blocks += c[i].blocks;
+            c[k - 1].paths++;
+        } else {
+            c[k++] = c[i];
+        }
+    }
+    qsort(c, k, sizeof *c, by_caller_size);
+    size_t shown = shown_of(k);
+    mt_out_str(o, what);
+    mt_out_str(o, " by calling function, largest first (");
+    list_count(o, k, shown, " function", " functions");
+    for (size_t i = 0; i < shown; i++) {
+        amount(o, "  ", c[i].bytes, c[i].blocks, "block", 0);
+        mt_out_str(o, " from ");
+        if (c[i].frame.path || c[i].frame.unloaded || c[i].key)
+            mt_report_frame(o, &c[i].frame, 0);
+        else
+            mt_out_str(o, "(no stack)");
+        if (c[i].paths > 1) {
+            mt_out_str(o, " over ");
+            mt_out_u64(o, c[i].paths);
+            mt_out_str(o, " call paths");
+        }
+        mt_out_str(o, "\n");
+    }
+    mt_out_str(o, "\n");
+    free(c);
 }
 
 /* One list of sites, merged, largest first, cut to MTRACE_REPORT_TOP. all: the totals, which a
@@ -458,7 +546,8 @@ static void print_sites(struct mt_out *o, const struct mt_report_req *req, const
         add(&all, &sites[i]);
     if (totals) all = *totals;
     n = merge(sites, n);
-    size_t shown = mt_config.report_top && mt_config.report_top < n ? mt_config.report_top : n;
+    size_t shown = shown_of(n);
+    if (what && n) print_callers(o, what, sites, n);
     sites_header(o, req, what, &all, n, shown);
     for (size_t i = 0; i < shown; i++)
         print_site(o, &sites[i], i + 1, n, what == NULL);

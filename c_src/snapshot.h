@@ -43,10 +43,12 @@ void mt_snapshot_drop(struct mt_snapshot *s);
  * its own address), or MT_SNAPSHOT_NONE. */
 size_t mt_snapshot_find(const struct mt_snapshot *s, uintptr_t a);
 
-/* The record's age when the snapshot was taken, in nanoseconds. */
+/* The record's age when the snapshot was taken, in nanoseconds, in whole milliseconds: the table
+ * keeps times to the millisecond, so finer figures would only be the clock's phase. */
 static inline uint64_t mt_snapshot_age(const struct mt_snapshot *s, const struct mt_record *r)
 {
-    return s->now_ns > r->time_ns ? s->now_ns - r->time_ns : 0;
+    uint64_t age = s->now_ns > r->time_ns ? s->now_ns - r->time_ns : 0;
+    return age - age % 1000000;
 }
 
 #endif

@@ -42,11 +42,14 @@ struct walk {
     int exact;
 };
 
+/* How much a lookup reads: names demangled or not, and DWARF or the symbol tables only. */
+enum { DEMANGLE = 1, NAMES_ONLY = 2 };
+
 /* One cached answer: frames pool[first .. first + n) for address a of module m. */
 struct entry {
     const struct module *m;
     uintptr_t a;
-    int demangle;
+    int mode;
     uint32_t first, n;
 };
 
@@ -106,21 +109,21 @@ const char *mt_symbols_intern(const char *s)
     return interned[i];
 }
 
-static size_t hash_entry(const struct module *m, uintptr_t a, int demangle)
+static size_t hash_entry(const struct module *m, uintptr_t a, int mode)
 {
-    uint64_t h = ((uint64_t)(uintptr_t)m * 0x9E3779B97F4A7C15ull) ^ a ^ (uint64_t)demangle << 63;
+    uint64_t h = ((uint64_t)(uintptr_t)m * 0x9E3779B97F4A7C15ull) ^ a ^ (uint64_t)mode << 62;
     h *= 0xff51afd7ed558ccdull;
     return (size_t)(h ^ h >> 33);
 }
 
-static struct entry *find_entry(const struct module *m, uintptr_t a, int demangle)
+static struct entry *find_entry(const struct module *m, uintptr_t a, int mode)
 {
     if (!entries_cap) return NULL;
-    for (size_t i = hash_entry(m, a, demangle) & (entries_cap - 1);;
+    for (size_t i = hash_entry(m, a, mode) & (entries_cap - 1);;
          i = (i + 1) & (entries_cap - 1)) {
         struct entry *e = &entries[i];
         if (!e->m) return NULL;
-        if (e->m == m && e->a == a && e->demangle == demangle) return e;
+        if (e->m == m && e->a == a && e->mode == mode) return e;
     }
 }
 
@@ -131,7 +134,7 @@ static int grow_entries(void)
     if (!t) return -1;
     for (size_t i = 0; i < entries_cap; i++) {
         if (!entries[i].m) continue;
-        size_t j = hash_entry(entries[i].m, entries[i].a, entries[i].demangle) & (cap - 1);
+        size_t j = hash_entry(entries[i].m, entries[i].a, entries[i].mode) & (cap - 1);
         while (t[j].m)
             j = (j + 1) & (cap - 1);
         t[j] = entries[i];
@@ -142,9 +145,9 @@ static int grow_entries(void)
     return 0;
 }
 
-/* Keeps n frames as the answer for (m, a, demangle); on failure the answer is simply not kept. */
-static void remember(const struct module *m, uintptr_t a, int demangle,
-                     const struct mt_frame_info *f, int n)
+/* Keeps n frames as the answer for (m, a, mode); on failure the answer is simply not kept. */
+static void remember(const struct module *m, uintptr_t a, int mode, const struct mt_frame_info *f,
+                     int n)
 {
     if (2 * (entries_used + 1) > entries_cap && grow_entries() != 0) return;
     if (pool_used + (size_t)n > pool_cap) {
@@ -154,10 +157,10 @@ static void remember(const struct module *m, uintptr_t a, int demangle,
         pool = p;
         pool_cap = cap;
     }
-    size_t i = hash_entry(m, a, demangle) & (entries_cap - 1);
+    size_t i = hash_entry(m, a, mode) & (entries_cap - 1);
     while (entries[i].m)
         i = (i + 1) & (entries_cap - 1);
-    entries[i] = (struct entry){m, a, demangle, (uint32_t)pool_used, (uint32_t)n};
+    entries[i] = (struct entry){m, a, mode, (uint32_t)pool_used, (uint32_t)n};
     memcpy(&pool[pool_used], f, (size_t)n * sizeof *f);
     pool_used += (size_t)n;
     entries_used++;
@@ -337,12 +340,15 @@ static struct module *resolve(uint64_t when, uintptr_t a, int *state)
 }
 
 /* The frames of address a in module m, computed (cache miss). At most MT_INLINE_MAX. */
-static int compute(struct module *m, uintptr_t a, int demangle, struct mt_frame_info *f)
+static int compute(struct module *m, uintptr_t a, int mode, struct mt_frame_info *f)
 {
-    if (!m->dwarf_tried && m->is_file)
-        m->dwarf = mt_dwarf_open(m->path, m->file, m->base, debug_path);
-    m->dwarf_tried = 1;
-    int n = m->dwarf ? mt_dwarf_frames(m->dwarf, a, demangle, f, MT_INLINE_MAX) : 0;
+    int demangle = mode & DEMANGLE, n = 0;
+    if (!(mode & NAMES_ONLY)) {
+        if (!m->dwarf_tried && m->is_file)
+            m->dwarf = mt_dwarf_open(m->path, m->file, m->base, debug_path);
+        m->dwarf_tried = 1;
+        n = m->dwarf ? mt_dwarf_frames(m->dwarf, a, demangle, f, MT_INLINE_MAX) : 0;
+    }
     if (!n) {
         f[0] = (struct mt_frame_info){0};
         n = 1;
@@ -363,12 +369,10 @@ static int compute(struct module *m, uintptr_t a, int demangle, struct mt_frame_
     return n;
 }
 
-int mt_symbolize_frames(uint64_t when, uintptr_t ip, int demangle, struct mt_frame_info *out,
-                        int max)
+static int lookup(uint64_t when, uintptr_t ip, int mode, struct mt_frame_info *out, int max)
 {
     uintptr_t a = ip - 1;
     int state, n;
-    demangle = !!demangle;
     pthread_mutex_lock(&cache_lock);
     int saved = errno;
     if (!debug_path) set_debug_path();
@@ -385,13 +389,13 @@ int mt_symbolize_frames(uint64_t when, uintptr_t ip, int demangle, struct mt_fra
     } else {
         struct mt_frame_info computed[MT_INLINE_MAX];
         const struct mt_frame_info *f = computed;
-        struct entry *e = find_entry(m, a, demangle);
+        struct entry *e = find_entry(m, a, mode);
         if (e) {
             f = &pool[e->first];
             n = (int)e->n;
         } else {
-            n = compute(m, a, demangle, computed);
-            remember(m, a, demangle, computed, n);
+            n = compute(m, a, mode, computed);
+            remember(m, a, mode, computed, n);
         }
         /* Too deep for the caller: the innermost frames and the function they are in. */
         int k = n <= max ? n : max;
@@ -404,6 +408,19 @@ int mt_symbolize_frames(uint64_t when, uintptr_t ip, int demangle, struct mt_fra
     errno = saved;
     pthread_mutex_unlock(&cache_lock);
     return n;
+}
+
+int mt_symbolize_frames(uint64_t when, uintptr_t ip, int demangle, struct mt_frame_info *out,
+                        int max)
+{
+    return lookup(when, ip, demangle ? DEMANGLE : 0, out, max);
+}
+
+struct mt_frame_info mt_symbolize_function(uint64_t when, uintptr_t ip, int demangle)
+{
+    struct mt_frame_info f;
+    lookup(when, ip, NAMES_ONLY | (demangle ? DEMANGLE : 0), &f, 1);
+    return f;
 }
 
 void mt_symbols_start(uint64_t (*clock)(void))

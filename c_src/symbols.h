@@ -77,6 +77,11 @@ struct mt_frame_info {
 int mt_symbolize_frames(uint64_t when, uintptr_t ip, int demangle, struct mt_frame_info *out,
                         int max);
 
+/* Resolves ip as mt_symbolize_frames does, from the symbol tables alone: the module and the
+ * function the code is in, without file, line or inlined frames. A first lookup in a module
+ * costs reading its symbol table, not its DWARF (tens of milliseconds in the VM's libraries). */
+struct mt_frame_info mt_symbolize_function(uint64_t when, uintptr_t ip, int demangle);
+
 /* Takes the first walk of the module list, and from then on dates stacks with clock (the number
  * of stacks interned so far: an id is at most the clock read after it was interned). Called once,
  * at load, before the program runs. Without it every address is taken as live now. */

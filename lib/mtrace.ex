@@ -66,8 +66,10 @@ defmodule Mtrace do
     * `:min_size` - only blocks of at least this many bytes. Default `0`.
     * `:library` - only blocks whose stack passes through a library whose path contains this
       string (`"my_nif"`): one NIF's allocations without the VM's own. Default `nil` (all).
-    * `:function` - only blocks with a frame whose function name contains this string (olds
-      matches in C, so here only a string; the other readers also take a `Regex`).
+    * `:function` - only blocks with a frame whose (demangled) function name contains this
+      string, or whose name as returned matches this `Regex`. A string is matched in C as the
+      table is read; a `Regex` in Elixir, after every block that passes the other filters has
+      been listed: slower on a large table.
     * `:erlang` - only blocks whose stack passes through this Erlang function: `"Mod"`,
       `"Mod:fun"` or `"Mod:fun/arity"`, the module as Elixir writes it (`"MyApp.Cache:put"`,
       `"lists:map/2"`). Erlang frames are there with `MTRACE_UNWIND=erlang` in a node started
@@ -105,13 +107,23 @@ defmodule Mtrace do
   def olds(n, opts) do
     opts = Options.validate!(:olds, "Mtrace.olds/2", opts)
 
-    if is_struct(opts[:function], Regex),
-      do: raise(ArgumentError, "Mtrace.olds/2: function must be a string here, got a Regex")
-
     # Any n past the table's size means all of it: 2^64 answers as 2^64 - 1 does.
-    Nif.olds_nif(min(n, Options.no_limit()), opts[:demangle], Options.filter(opts))
-    |> preloaded!()
+    case opts[:function] do
+      %Regex{} = pattern ->
+        Nif.olds_nif(Options.no_limit(), opts[:demangle], Options.filter(opts))
+        |> preloaded!()
+        |> Stream.filter(fn {_, _, _, _, stack} -> Enum.any?(stack, &named?(&1, pattern)) end)
+        |> Enum.take(min(n, Options.no_limit()))
+
+      _ ->
+        Nif.olds_nif(min(n, Options.no_limit()), opts[:demangle], Options.filter(opts))
+        |> preloaded!()
+    end
   end
+
+  defp named?({:erlang, _name}, _pattern), do: false
+  defp named?({_library, function}, pattern) when is_binary(function), do: function =~ pattern
+  defp named?(_frame, _pattern), do: false
 
   @doc """
   Returns the live blocks that the program can no longer reach, by call site, largest first.
@@ -232,12 +244,15 @@ defmodule Mtrace do
   ## Options
 
     * `:group` - `:stack` (identical stacks, the default), `{:depth, k}` (stacks whose first
-      `k` frames are the same), `:function` (the function that called the intercepted one,
-      with its distinct call paths in the site's `paths`: heaptrack's view), or `:erlang` (the
-      nearest Erlang function on the stack, with its paths: the site's stack is the
-      intercepted function and that Erlang frame; a frame with `module: nil` when the stack
-      has none, as on a dirty scheduler). Erlang frames need `MTRACE_UNWIND=erlang` and a node
-      started with `+JPperf map` (`stats/0`'s `:erlang_frames`).
+      `k` frames are the same), `:function` (the allocating function, with its distinct call
+      paths in the site's `paths`: heaptrack's view), or `:erlang` (the nearest Erlang function
+      on the stack, with its paths: the site's stack is the intercepted function and that
+      Erlang frame; a frame with `module: nil` when the stack has none, as on a dirty
+      scheduler). The allocating function is the one that called the intercepted one; with
+      `:library`, the first function in that library, so that a NIF's own function is named
+      rather than `operator new` or the VM's `erts_sys_alloc` (`enif_alloc`). Erlang frames need
+      `MTRACE_UNWIND=erlang` and a node started with `+JPperf map` (`stats/0`'s
+      `:erlang_frames`).
     * `:min_age`, `:max_age`, `:min_size`, `:library`, `:function`, `:erlang`, `:since` - as in
       `olds/2` (`:function` also takes a `Regex`).
     * `:demangle` - default `true`.
@@ -279,7 +294,7 @@ defmodule Mtrace do
       %Site{bytes: bytes, blocks: blocks, oldest_age: oldest / 1.0e9, stack: stacks[id]}
     end)
     |> Sites.matching(opts)
-    |> Sites.group(opts[:group])
+    |> Sites.group(opts[:group], opts[:library])
     |> Sites.by_size()
     |> Enum.take(n)
   end
@@ -396,7 +411,7 @@ defmodule Mtrace do
     end)
     |> Enum.reject(&(&1.allocated_blocks == 0 and &1.freed_blocks == 0))
     |> Sites.matching(opts)
-    |> Sites.group(opts[:group])
+    |> Sites.group(opts[:group], opts[:library])
     |> Sites.by_size()
   end
 

@@ -184,6 +184,15 @@ defmodule MtraceTest do
 
     assert Mtrace.top(10, library: "leaky.so", max_age: 0.0) |> Enum.all?(&(&1.oldest_age == 0))
 
+    # olds takes the same filters: a Regex, matched against the names it returns, and a string.
+    assert Mtrace.olds(10, demangle: true, function: ~r/^leaky::cxx_/)
+           |> Enum.map(&elem(&1, 2))
+           |> Enum.sort() == Enum.sort(b)
+
+    assert [_] = Mtrace.olds(1, demangle: true, function: ~r/^leaky::cxx_/)
+    assert Mtrace.olds(10, demangle: false, function: ~r/^leaky::/) == []
+    assert Mtrace.olds(10, function: "leak_calloc") |> Enum.map(&elem(&1, 2)) == [c]
+
     [cxx] = Mtrace.top(1, function: "cxx_new", group: {:depth, 3})
     assert {cxx.bytes, length(cxx.stack)} == {14000, 3}
 
@@ -191,6 +200,16 @@ defmodule MtraceTest do
     malloc = Enum.find(by_fun, &(Enum.at(&1.stack, 1).function == "leak_malloc"))
     assert {malloc.bytes, malloc.blocks, length(malloc.stack)} == {15001, 3, 2}
     assert [%Mtrace.Site{bytes: 15001}] = malloc.paths
+
+    # With library:, C++ new's site is named after the library's function, not operator new.
+    assert Enum.map(by_fun, &{&1.bytes, List.last(&1.stack).function, length(&1.stack)}) == [
+             {15001, "leak_malloc", 2},
+             {14000, "leaky::cxx_new(unsigned long)", 3},
+             {300, "leak_calloc", 2}
+           ]
+
+    assert [%Mtrace.Site{stack: [_, %Mtrace.Frame{function: "operator new(unsigned long)"}]}] =
+             Mtrace.top(1, function: "cxx_new", group: :function)
 
     Enum.each(a, &Leaky.release(:malloc, &1))
     Enum.each(b, &Leaky.release(:cxx_new, &1))
@@ -243,7 +262,9 @@ defmodule MtraceTest do
       Mtrace.diff(Mtrace.mark(), since: 1)
     end
 
-    assert_raise ArgumentError, ~r/a Regex/, fn -> Mtrace.olds(1, function: ~r/x/) end
+    assert_raise ArgumentError, ~r/function must be a string, a Regex/, fn ->
+      Mtrace.olds(1, function: 42)
+    end
 
     assert_raise ArgumentError, ~r/mark of other@host/, fn ->
       Mtrace.top(1, since: %Mtrace.Mark{node: :other@host})

@@ -3,11 +3,12 @@ defmodule Mtrace.ReleaseTest do
   # it starts preloads the release's own copy of mtrace.so (the file the NIF loads, so the table
   # is live) and finds a leak in the app's own NIF, with its stack.
   use ExUnit.Case, async: true
+  import Mtrace.Test.Release
 
   @moduletag timeout: 300_000
 
   @root Path.expand("..", __DIR__)
-  @fixture Path.expand("fixtures/release_app", __DIR__)
+  @fixture Path.expand("fixtures/myapp", __DIR__)
   @leak_size 12_345
 
   # The test node runs preloaded, with Mix variables that point at its own build: children
@@ -19,11 +20,11 @@ defmodule Mtrace.ReleaseTest do
   # Encoded rather than inspected, so that the term comes back exactly, whatever it holds.
   @report """
   Mtrace.reset(); \
-  address = ReleaseApp.leak(#{@leak_size}); \
+  :ok = MyNif.leak(#{@leak_size}); \
   stats = Mtrace.stats(); \
-  records = for {_, _, ^address, _, _} = record <- Mtrace.olds(stats.slots), do: record; \
+  records = Mtrace.olds(stats.slots, library: "my_nif.so"); \
   report = %{pid: System.pid(), root: System.get_env("RELEASE_ROOT"), \
-             nif: Mtrace.Nif.library_path(), stats: stats, address: address, records: records}; \
+             nif: Mtrace.Nif.library_path(), stats: stats, records: records}; \
   IO.puts(Base.encode64(:erlang.term_to_binary(report)))\
   """
 
@@ -45,15 +46,15 @@ defmodule Mtrace.ReleaseTest do
 
     assert status == 0, out
 
-    rel = Path.join(dir, "_build/prod/rel/release_app")
-    bin = Path.join(rel, "bin/release_app")
+    rel = Path.join(dir, "_build/prod/rel/myapp")
+    bin = Path.join(rel, "bin/myapp")
     mtrace_so = Path.join(rel, "lib/mtrace-#{Application.spec(:mtrace, :vsn)}/priv/mtrace.so")
-    nif_so = Path.join(rel, "lib/release_app-0.1.0/priv/release_app.so")
+    nif_so = Path.join(rel, "lib/myapp-0.1.0/priv/my_nif.so")
     assert File.regular?(mtrace_so) and File.regular?(nif_so)
 
     # A node name of its own, as other test runs may start this release at the same time; an
     # LD_PRELOAD already set, which env.sh must keep behind mtrace.so.
-    node = "release_app_#{unique}"
+    node = "myapp_#{unique}"
     env = [{"RELEASE_NODE", node}, {"LD_PRELOAD", "libm.so.6"}, {"MTRACE_SLOTS", "65536"}]
     on_exit(fn -> stop(bin, env, node) end)
 
@@ -61,7 +62,7 @@ defmodule Mtrace.ReleaseTest do
     System.cmd("epmd", ["-daemon"], env: [{"LD_PRELOAD", nil}])
     {out, status} = System.cmd(bin, ["daemon"], env: env, stderr_to_stdout: true)
     assert status == 0, out
-    wait_until_up(bin, env, System.monotonic_time(:millisecond) + 120_000)
+    wait_until_up(bin, env)
 
     {out, status} = System.cmd(bin, ["rpc", @report], env: env, stderr_to_stdout: true)
     assert status == 0, out
@@ -74,9 +75,9 @@ defmodule Mtrace.ReleaseTest do
     # rel/env.sh.eex routes the NIF API to malloc: the node sees enif_alloc and resources.
     assert report.stats.nif_alloc_visible and report.stats.resources_visible
 
-    assert [{_age, @leak_size, address, _ns, stack}] = report.records
-    assert address == report.address
-    assert [{^mtrace_so, "malloc"}, {^nif_so, "release_app_leak"} | _] = stack
+    # The reset cleared the app's start-up leaks from the table: one record is left.
+    assert [{_age, @leak_size, _address, _ns, stack}] = report.records
+    assert [{^mtrace_so, "malloc"}, {^nif_so, "my_nif_leak"} | _] = stack
 
     pid = report.pid
     environ = File.read!("/proc/#{pid}/environ") |> String.split(<<0>>)
@@ -112,51 +113,5 @@ defmodule Mtrace.ReleaseTest do
     line |> Base.decode64!() |> :erlang.binary_to_term()
   rescue
     _ -> flunk("unexpected rpc output:\n" <> out)
-  end
-
-  defp wait_until_up(bin, env, deadline) do
-    case System.cmd(bin, ["rpc", "IO.puts(:up)"], env: env, stderr_to_stdout: true) do
-      {_, 0} ->
-        :ok
-
-      {out, _} ->
-        if System.monotonic_time(:millisecond) > deadline,
-          do: flunk("the release did not answer rpc within 120 s:\n" <> out)
-
-        Process.sleep(200)
-        wait_until_up(bin, env, deadline)
-    end
-  end
-
-  # Stops the node, then kills what is left of the processes started for it (the node, run_erl
-  # and their shells: they all carry its unique RELEASE_NODE), also when the test failed early.
-  defp stop(bin, env, node) do
-    System.cmd(bin, ["stop"], env: env, stderr_to_stdout: true)
-    deadline = System.monotonic_time(:millisecond) + 30_000
-    pids = wait_for_exit(node, deadline)
-    # The shell's kill: kill(1) is in procps, which a minimal Debian image lacks.
-    if pids != [],
-      do: System.cmd("sh", ["-c", ~s(kill -KILL "$@"), "sh" | pids], stderr_to_stdout: true)
-  end
-
-  defp wait_for_exit(node, deadline) do
-    pids = pids_of(node)
-
-    if pids == [] or System.monotonic_time(:millisecond) > deadline do
-      pids
-    else
-      Process.sleep(200)
-      wait_for_exit(node, deadline)
-    end
-  end
-
-  defp pids_of(node) do
-    marker = "\0RELEASE_NODE=#{node}\0"
-
-    for pid <- File.ls!("/proc"),
-        pid =~ ~r/^\d+$/,
-        {:ok, environ} <- [File.read("/proc/#{pid}/environ")],
-        String.contains?("\0" <> environ, marker),
-        do: pid
   end
 end

@@ -29,6 +29,14 @@ defmodule Mtrace.ReportTest do
   defp leaky?(where), do: line_in?(where, @leaky_sources)
   defp own?(site), do: Enum.any?(site.frames, fn {_, where} -> leaky?(where) end)
 
+  defp line_of(source, text) do
+    Path.join(root(), source)
+    |> File.read!()
+    |> String.split("\n")
+    |> Enum.find_index(&String.contains?(&1, text))
+    |> Kernel.+(1)
+  end
+
   defp leaky_report(dir, args \\ [], env \\ []) do
     template = Path.join(dir, "%n-%p.txt")
     {out, 0} = run(bin("leaky"), args, [{"MTRACE_REPORT", template} | env])
@@ -241,6 +249,26 @@ defmodule Mtrace.ReportTest do
       assert {site.bytes, site.blocks} ==
                {Enum.sum(Enum.map(same, & &1.bytes)), Enum.sum(Enum.map(same, & &1.blocks))}
     end
+  end
+
+  @tag :tmp_dir
+  test "the lost blocks are summed by calling function before the stacks", %{tmp_dir: dir} do
+    path = Path.join(dir, "callers.txt")
+    {"callers: done\n", 0} = run(bin("callers"), [], [{"MTRACE_REPORT", path}])
+    text = File.read!(path)
+    line = fn name -> "callers.c:#{line_of("test/report/callers.c", name)}" end
+
+    assert text =~
+             """
+             leaks by calling function, largest first (2 functions):
+               15000 bytes in 3 blocks from index_build (#{line.("return malloc(n);")}) over 3 call paths
+               100 bytes in 1 block from note_once (#{line.("return malloc(100);")})
+
+             leaks: 15100 bytes in 4 blocks by call site, largest first (4 sites):
+             """
+
+    # The summary is not taken for sites by the readers of the report.
+    assert length(report!(text).sites) == 4
   end
 
   test "MTRACE_REPORT=stderr writes the report after the program's own output" do

@@ -25,7 +25,7 @@ defmodule Mtrace.WatchTest do
 
     assert [_ | _] =
              Regex.scan(
-               ~r/\+(\d+) bytes in \+(\d+) blocks?: calloc \(mtrace.so\) < leak_calloc/,
+               ~r/\+(\d+) bytes in \+(\d+) blocks?: calloc \(hooks.c:\d+\) < leak_calloc \(leaky.c:\d+\)/,
                log
              )
 

@@ -80,13 +80,21 @@ defmodule Mtrace.Sites do
 
   @doc """
   Sites merged by group: :stack (as they are), {:depth, k} (equal first k frames), :function
-  (equal calling function below the intercepted one, its stacks kept as paths), :erlang (equal
-  nearest Erlang function, its stacks kept as paths; a frame of its own when there is none).
+  (equal allocating function, its stacks kept as paths), :erlang (equal nearest Erlang
+  function, its stacks kept as paths; a frame of its own when there is none). The allocating
+  function is the one that called the intercepted one; with a library (the `library:` filter),
+  the first function in it: the user's own code rather than `operator new` or the VM's
+  `erts_sys_alloc`.
   """
-  @spec group([Site.t()], :stack | :function | :erlang | {:depth, pos_integer()}) :: [Site.t()]
-  def group(sites, :stack), do: sites
+  @spec group(
+          [Site.t()],
+          :stack | :function | :erlang | {:depth, pos_integer()},
+          String.t() | nil
+        ) :: [Site.t()]
+  def group(sites, group, library \\ nil)
+  def group(sites, :stack, _library), do: sites
 
-  def group(sites, :erlang) do
+  def group(sites, :erlang, _library) do
     sites
     |> Enum.group_by(fn s ->
       case Enum.find(s.stack, &(&1.kind == :erlang and &1.arity != nil)) do
@@ -103,7 +111,7 @@ defmodule Mtrace.Sites do
     end)
   end
 
-  def group(sites, {:depth, k}) do
+  def group(sites, {:depth, k}, _library) do
     sites
     |> Enum.group_by(fn s -> s.stack |> Enum.take(k) |> Enum.map(& &1.address) end)
     |> Enum.map(fn {_, [first | _] = same} ->
@@ -111,18 +119,35 @@ defmodule Mtrace.Sites do
     end)
   end
 
-  def group(sites, :function) do
+  def group(sites, :function, library) do
     sites
-    |> Enum.group_by(fn s ->
-      case Enum.at(s.stack, 1) do
-        %Frame{function: nil, address: a} -> {:address, a}
-        %Frame{library: lib, function: fun} -> {lib, fun}
-        nil -> :none
-      end
-    end)
+    |> Enum.group_by(&key(&1, allocating(&1, library)))
     |> Enum.map(fn {_, [first | _] = same} ->
-      %{sum(same) | stack: Enum.take(first.stack, 2), paths: by_size(same)}
+      %{
+        sum(same)
+        | stack: Enum.take(first.stack, allocating(first, library) + 1),
+          paths: by_size(same)
+      }
     end)
+  end
+
+  # The index of the allocating function's frame in the site's stack.
+  defp allocating(site, library) do
+    in_library =
+      library &&
+        site.stack
+        |> Enum.drop(1)
+        |> Enum.find_index(&(is_binary(&1.library) and &1.library =~ library))
+
+    if in_library, do: in_library + 1, else: 1
+  end
+
+  defp key(site, i) do
+    case Enum.at(site.stack, i) do
+      %Frame{function: nil, address: a} -> {:address, a}
+      %Frame{library: lib, function: fun} -> {lib, fun}
+      nil -> :none
+    end
   end
 
   defp sum(sites) do

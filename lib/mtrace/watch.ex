@@ -67,15 +67,12 @@ defmodule Mtrace.Watch do
   defp report(sites) do
     lines =
       for s <- sites do
-        frames = s.stack |> Enum.drop(1) |> Enum.take(3) |> Enum.map_join(" < ", &frame/1)
-        "  +#{s.bytes} bytes in +#{s.blocks} blocks: #{frame(hd(s.stack))} < #{frames}"
+        frames = s.stack |> Enum.take(4) |> Enum.map_join(" < ", &Mtrace.Format.label/1)
+
+        "  +#{s.bytes} bytes in +#{s.blocks} #{if s.blocks == 1, do: "block", else: "blocks"}: " <>
+          frames
       end
 
     Enum.join(["mtrace: growth by call site since the previous report" | lines], "\n")
   end
-
-  defp frame(%{kind: :erlang} = f), do: Mtrace.Format.label(f)
-
-  defp frame(%{function: function, library: library}),
-    do: "#{function || "??"} (#{if library, do: Path.basename(library), else: "?"})"
 end
