@@ -17,6 +17,12 @@
  * - An interned stack is immutable and lives as long as the process: ids (>= 1) stay valid for
  *   readers without any lock. Two threads interning the same new stack get the same id.
  * - mt_stack_intern() returns 0 when the table of stacks is full; the caller counts it.
+ * - In the erlang mode (MTRACE_UNWIND=erlang), a stack whose unwind ends in code of no loaded
+ *   object goes on along the JIT's frame pointers, when the BEAM writes /tmp/perf-<pid>.map
+ *   (+JPperf map): Erlang frames, read with process_vm_readv only, each step checked. Their
+ *   cache entries also check the saved RBP and each Erlang frame's words, in chain order (see
+ *   stack.c for why those reads are safe). Stacks that reach no JIT code cost one
+ *   _dl_find_object more a miss.
  */
 #ifndef MTRACE_STACK_H
 #define MTRACE_STACK_H
