@@ -537,7 +537,8 @@ static int fill_checks(struct entry *e, const struct mt_site *site, uintptr_t hi
     for (int k = native; k < n; k++) {
         const uintptr_t *fp = (const uintptr_t *)slots[k];
         e->checks[c++] = (struct check){fp + 1, ips[k]};
-        if (k + 1 < n || t->closed) e->checks[c++] = (struct check){fp, k + 1 < n ? slots[k + 1] : 0};
+        if (k + 1 < n || t->closed)
+            e->checks[c++] = (struct check){fp, k + 1 < n ? slots[k + 1] : 0};
     }
     return c;
 }

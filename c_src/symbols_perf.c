@@ -7,7 +7,8 @@
  * of the file first reads the clock (the number of stacks interned), so a line first found by a
  * read was written after every stack the read before it had seen (its `before`). Which of two
  * lines over one address held it for a stack made between two reads is not known: the later is
- * taken. Reads happen at each lookup of JIT code that finds the file grown.
+ * taken. A lookup of JIT code reads the lines appended since, unless no stack was made since the
+ * last read.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -27,9 +28,10 @@ struct line {
 
 static struct line *lines;
 static size_t nlines, lines_cap;
-static uintptr_t widest;     /* the largest range: how far back a lookup looks */
-static off_t read_to;        /* bytes of the file parsed, whole lines only */
-static uint64_t last_read;   /* the clock at the start of the latest read */
+static uintptr_t widest;   /* the largest range: how far back a lookup looks */
+static off_t read_to;      /* bytes of the file parsed, whole lines only */
+static uint64_t last_read; /* the clock at the start of the latest read */
+static int read_once;
 static char path[64];
 
 static int by_start(const void *a, const void *b)
@@ -88,6 +90,9 @@ void mt_perf_refresh(uint64_t (*clock)(void))
         strcat(path, ".map");
     }
     uint64_t start = clock ? clock() : 0, before = last_read;
+    /* No stack was made since the last read: lines written since then name none. */
+    if (clock && read_once && start == before) return;
+    read_once = 1;
     last_read = start;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat st;
