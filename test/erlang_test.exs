@@ -8,23 +8,17 @@ defmodule Mtrace.ErlangTest do
 
   @erlang [{"MTRACE_UNWIND", "erlang"}, {"ERL_AFLAGS", "+JPperf map"}]
 
-  # Runs code in a fresh node with the preload and env; code leaves its answer in `result`. The
-  # node removes the perf map the BEAM leaves in /tmp.
+  # Runs code in a fresh node with the preload and env: its value, as a term. The node removes
+  # the perf map the BEAM leaves in /tmp.
   defp in_node(code, env) do
-    wrapped = """
+    code = """
     alias Mtrace.Test.{Chain, Leaky}
     result = (#{code})
     File.rm("/tmp/perf-\#{System.pid()}.map")
-    IO.puts("RESULT " <> Base.encode64(:erlang.term_to_binary(result)))
+    result
     """
 
-    {out, status} = run_node(wrapped, [{"LD_PRELOAD", mtrace_so()} | env])
-    assert status == 0, out
-
-    case Regex.run(~r/^RESULT (\S+)$/m, out) do
-      [_, b64] -> b64 |> Base.decode64!() |> :erlang.binary_to_term()
-      nil -> flunk("no result from the node:\n" <> out)
-    end
+    node_result(code, [{"LD_PRELOAD", mtrace_so()} | env])
   end
 
   # The perf map's name of each address of the stack of the live site of `bytes` bytes, read

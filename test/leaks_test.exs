@@ -6,24 +6,9 @@ defmodule Mtrace.LeaksTest do
 
   @moduletag timeout: 180_000
 
-  # Runs code in a fresh node with the preload and env; code leaves its answer in `result`,
-  # which comes back as a term.
-  defp in_node(code, env \\ []) do
-    wrapped = """
-    alias Mtrace.Test.Lost
-    result = (#{code})
-    IO.puts("RESULT " <> Base.encode64(:erlang.term_to_binary(result)))
-    """
-
-    {out, status} = run_node(wrapped, [{"LD_PRELOAD", mtrace_so()} | env])
-
-    assert status == 0, out
-
-    case Regex.run(~r/^RESULT (\S+)$/m, out) do
-      [_, b64] -> b64 |> Base.decode64!() |> :erlang.binary_to_term()
-      nil -> flunk("no result from the node:\n" <> out)
-    end
-  end
+  # Runs code in a fresh node with the preload and env: its value, as a term.
+  defp in_node(code, env \\ []),
+    do: node_result("alias Mtrace.Test.Lost\n#{code}", [{"LD_PRELOAD", mtrace_so()} | env])
 
   # The mark is conservative, as LeakSanitizer's and valgrind's are: a word that happens to hold
   # a lost block's address (a dangling pointer to memory the block reuses, or stale bytes in a

@@ -64,6 +64,25 @@ defmodule Mtrace.Test.Helpers do
   end
 
   @doc """
+  The value of an Elixir expression evaluated in a fresh node (see run_node/2), brought back as
+  a term; the node must end well.
+  """
+  def node_result(code, env) do
+    wrapped = """
+    result = (#{code})
+    IO.puts("RESULT " <> Base.encode64(:erlang.term_to_binary(result)))
+    """
+
+    {out, status} = run_node(wrapped, env)
+    ExUnit.Assertions.assert(status == 0, out)
+
+    case Regex.run(~r/^RESULT (\S+)$/m, out) do
+      [_, b64] -> b64 |> Base.decode64!() |> :erlang.binary_to_term()
+      nil -> ExUnit.Assertions.flunk("no result from the node:\n" <> out)
+    end
+  end
+
+  @doc """
   Runs Elixir code in a fresh node that has this project's modules, with env (a nil value
   unsets a variable; LD_PRELOAD is unset unless given). Returns {output, exit_status}.
   """
