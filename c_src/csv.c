@@ -173,7 +173,7 @@ void mt_csv_pass(const char *prog)
     uint64_t age = (uint64_t)mt_config.csv_age * 1000000000u;
     struct blocks now = {0};
     struct mt_snapshot snap;
-    int failed = mt_snapshot_take(&snap) != 0;
+    int failed = mt_snapshot_take(&snap, MT_SNAPSHOT_BY_ADDRESS) != 0;
     if (!failed) {
         failed = collect(&snap, mono > age ? mono - age : 0, &now) != 0;
         mt_snapshot_drop(&snap);

@@ -244,7 +244,7 @@ static ERL_NIF_TERM olds(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 
     mt_guard_hold();
     struct mt_snapshot snap;
-    if (mt_snapshot_take(&snap) != 0) {
+    if (mt_snapshot_take(&snap, MT_SNAPSHOT_ANY_ORDER) != 0) {
         enif_free(f.memo);
         mt_guard_release();
         return enif_raise_exception(env, atom_enomem);
@@ -309,7 +309,7 @@ static ERL_NIF_TERM sites(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     struct mt_snapshot snap;
     size_t ids = mt_stack_count() + 1;
     struct tally *t = enif_alloc(ids * sizeof *t);
-    if (!t || mt_snapshot_take(&snap) != 0) {
+    if (!t || mt_snapshot_take(&snap, MT_SNAPSHOT_ANY_ORDER) != 0) {
         enif_free(t);
         enif_free(f.memo);
         mt_guard_release();

@@ -436,7 +436,7 @@ int mt_reach_run(struct mt_reach *r, int at_exit)
     }
     struct ctx c = {.r = r, .s = &r->snap, .pid = getpid(), .world = &world,
                     .self = MT_SNAPSHOT_NONE};
-    if (mt_snapshot_take(&r->snap) != 0) goto out;
+    if (mt_snapshot_take(&r->snap, MT_SNAPSHOT_BY_ADDRESS) != 0) goto out;
     size_t n = r->snap.n ? r->snap.n : 1;
     r->map_len = n + n * sizeof(size_t) + BUF + 64;
     if (!(r->map = mt_mem_map(r->map_len))) goto out;

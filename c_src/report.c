@@ -180,7 +180,7 @@ static int gather_live(struct gather *g, int at_exit)
     g->split = at_exit && !mt_config.sample && mt_reach_run(&g->reach, 1) == 0;
     if (g->split)
         snap = &g->reach.snap;
-    else if (mt_snapshot_take(&own) != 0)
+    else if (mt_snapshot_take(&own, MT_SNAPSHOT_ANY_ORDER) != 0)
         return -1;
     if (!(g->lost = calloc(g->ids, sizeof *g->lost)) ||
         (g->split && !(g->kept = calloc(g->ids, sizeof *g->kept)))) {

@@ -1,14 +1,16 @@
-/* snapshot.h: the live records, copied out of the table once, sorted by address.
+/* snapshot.h: the live records, copied out of the table once, sorted by address when asked.
  *
  * The one reader of the table for everything that is not a hook: olds/2, leaks/1, reports and
  * the CSV export each take a snapshot and work on the copy, so that no table slot is held while
  * they sort, symbolize or write, and all of them see records the same way.
  *
  * Contract
- * - mt_snapshot_take() copies every record the table holds (each consistent: table.h), sorts
- *   them by address (tracked resources, whose keys carry MT_TRACK_BIT, come last) and indexes
- *   the heap blocks by 1 MiB region, so that mt_snapshot_find() answers "which block holds this
- *   address" in a hash probe and a short binary search.
+ * - mt_snapshot_take() copies every record the table holds (each consistent: table.h). Asked
+ *   for MT_SNAPSHOT_BY_ADDRESS, it also sorts them by address (tracked resources, whose keys
+ *   carry MT_TRACK_BIT, come last) and indexes the heap blocks by 1 MiB region, so that
+ *   mt_snapshot_find() answers "which block holds this address" in a hash probe and a short
+ *   binary search. Readers that only count or pick records take them in the table's order: on
+ *   a million records the sort and the index cost twenty times the copy.
  * - It neither calls malloc nor takes a lock: its memory comes from mem.h (so that a
  *   reachability scan never takes it for a root), which lets it run while the other threads are
  *   stopped (world.h). Returns 0, or -1 with errno ENOMEM.
@@ -24,10 +26,12 @@
 
 #define MT_SNAPSHOT_NONE ((size_t)-1)
 
+enum { MT_SNAPSHOT_ANY_ORDER, MT_SNAPSHOT_BY_ADDRESS };
+
 struct mt_snapshot {
-    struct mt_record *rec; /* n records, by address */
+    struct mt_record *rec; /* n records, by address if asked, else in the table's order */
     size_t n;
-    size_t heap;     /* rec[0 .. heap) are heap blocks; the rest tracked resources */
+    size_t heap; /* by address: rec[0 .. heap) are heap blocks, the rest tracked resources */
     uint64_t now_ns; /* CLOCK_MONOTONIC_COARSE when taken, the clock of the records' times */
     /* the index (1 MiB region -> the records that touch it) and the memory behind it all */
     struct mt_snapshot_region *index;
@@ -36,11 +40,11 @@ struct mt_snapshot {
     size_t map_len, index_len;
 };
 
-int mt_snapshot_take(struct mt_snapshot *s);
+int mt_snapshot_take(struct mt_snapshot *s, int order);
 void mt_snapshot_drop(struct mt_snapshot *s);
 
 /* The heap block whose bytes hold address a (interior addresses too; a block of size 0 holds
- * its own address), or MT_SNAPSHOT_NONE. */
+ * its own address), or MT_SNAPSHOT_NONE; always NONE in a snapshot not taken by address. */
 size_t mt_snapshot_find(const struct mt_snapshot *s, uintptr_t a);
 
 /* The record's age when the snapshot was taken, in nanoseconds, in whole milliseconds: the table
