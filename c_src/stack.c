@@ -23,6 +23,10 @@
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 
+#ifdef __SANITIZE_THREAD__
+#include <sanitizer/tsan_interface.h>
+#endif
+
 struct desc {
     uint32_t first;
     uint32_t n;
@@ -612,9 +616,14 @@ void mt_stack_fork_parent(void)
 }
 
 /* The child's thread has a new tid, which glibc's rwlock does not know as its writer: the lock is
- * made anew (no other thread exists to hold it). */
+ * made anew (no other thread exists to hold it). ThreadSanitizer sees no assignment as an unlock,
+ * and is told. */
 void mt_stack_fork_child(void)
 {
+#ifdef __SANITIZE_THREAD__
+    __tsan_mutex_pre_unlock(&unwinding, 0);
+    __tsan_mutex_post_unlock(&unwinding, 0);
+#endif
     unwinding = (pthread_rwlock_t)PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
     self_pid = (pid_t)syscall(SYS_getpid);
     perf_map = 0;

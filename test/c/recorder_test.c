@@ -252,12 +252,12 @@ static void test_interning(void)
     check(mt_stack_get(ib, &f) == 5 && f[4] == 41, "an id gives back its frames");
 }
 
-static volatile int stop;
+static int stop; /* read and written atomically */
 
 static void *churn(void *arg)
 {
     unsigned owner = (unsigned)(uintptr_t)arg;
-    for (unsigned round = 0; !stop; round++)
+    for (unsigned round = 0; !__atomic_load_n(&stop, __ATOMIC_RELAXED); round++)
         for (unsigned i = 0; i < 512; i++) {
             alloc(block(owner, i));
             if (i >= 64) release(block(owner, i - 64));
@@ -270,10 +270,10 @@ static void *churn(void *arg)
 
 static void *reader(void *arg)
 {
-    size_t *bad = arg;
-    while (!stop) {
+    size_t *bad = arg; /* shared by the readers */
+    while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) {
         struct scan s = scan_owner(0);
-        *bad += s.bad;
+        __atomic_fetch_add(bad, s.bad, __ATOMIC_RELAXED);
     }
     return NULL;
 }
@@ -307,7 +307,7 @@ static void test_threads(void)
         waitpid(pid, &status, 0);
         children_ok &= WIFEXITED(status) && WEXITSTATUS(status) == 0;
     }
-    stop = 1;
+    __atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
     for (int i = 0; i < 6; i++)
         pthread_join(t[i], NULL);
     check(bad == 0, "4 writers, 2 readers, clears: no record read torn");
@@ -327,7 +327,7 @@ static void test_threads(void)
 static unsigned done[GROWERS];  /* blocks allocated so far, by each grower */
 static unsigned freed[GROWERS]; /* blocks freed so far: those below it that are FREED_ONE */
 static uint32_t grower_tid[GROWERS];
-static volatile int growers_done;
+static int growers_done; /* read and written atomically */
 
 #define FREED_ONE(i) ((i) % 8 == 7)
 
@@ -427,7 +427,7 @@ static size_t checked_pass(void)
 static void *pass_reader(void *arg)
 {
     size_t *r = arg; /* passes, wrong counts */
-    while (!growers_done) {
+    while (!__atomic_load_n(&growers_done, __ATOMIC_RELAXED)) {
         r[1] += checked_pass();
         r[0]++;
     }
@@ -446,7 +446,7 @@ static void test_growth_reads_and_frees(void)
     pthread_create(&f, NULL, freer, NULL);
     pthread_create(&r, NULL, pass_reader, passes);
     join_growers(t);
-    growers_done = 1;
+    __atomic_store_n(&growers_done, 1, __ATOMIC_RELAXED);
     pthread_join(f, NULL);
     pthread_join(r, NULL);
     mt_stats_read(&after);
