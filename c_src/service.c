@@ -29,7 +29,7 @@
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int started;     /* the exit report (or CSV) is armed in this copy */
 static pid_t first_pid; /* the process that started; a forked child has another pid */
-static unsigned seq;    /* reports this process has numbered */
+static unsigned numbered; /* reports this process has numbered */
 static char prog[NAME_MAX + 1];
 static struct mt_tally *signal_base, *snapshot_base;
 static unsigned signal_prev; /* the previous signal report, 0 before the first */
@@ -168,7 +168,7 @@ static void signal_report(void)
     const char *r = mt_config.report;
     struct mt_report_req req = {
         .prog = prog,
-        .seq = ++seq,
+        .seq = ++numbered,
         .when = when,
         .base = signal_base,
         .since = since,
@@ -240,7 +240,7 @@ static void after_fork_child(void)
 {
     if (wake_fd >= 0) close(wake_fd);
     wake_fd = -1;
-    seq = 0;
+    numbered = 0;
     signal_prev = 0;
     pthread_mutex_unlock(&lock);
 }
@@ -330,7 +330,7 @@ __attribute__((destructor)) static void report_at_exit(void)
     if (exit_destination()) {
         struct mt_report_req req = {
             .prog = prog,
-            .seq = ++seq,
+            .seq = ++numbered,
             .when = "at exit",
             .at_exit = 1,
             .base = snapshot_base,
@@ -366,7 +366,7 @@ int mt_service_report(const char *path, int fd)
     name_program();
     struct mt_report_req req = {
         .prog = prog,
-        .seq = ++seq,
+        .seq = ++numbered,
         .when = "on request",
         .base = snapshot_base,
         .since = "the snapshot",

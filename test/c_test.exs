@@ -44,4 +44,20 @@ defmodule Mtrace.CTest do
       assert String.to_integer(passed) >= 10
     end
   end
+
+  # Warnings, portability and performance; ElfW comes from <link.h>, which cppcheck does not
+  # read.
+  test "cppcheck finds nothing in c_src" do
+    sources = Path.wildcard(Path.expand("../c_src/*.c", __DIR__))
+
+    {out, status} =
+      System.cmd(
+        "cppcheck",
+        ~w(--quiet --enable=warning,portability,performance --std=c11 --error-exitcode=1) ++
+          ["-DElfW(type)=Elf64_##type", "-I", Path.expand("../c_src", __DIR__) | sources],
+        stderr_to_stdout: true
+      )
+
+    assert {status, out} == {0, ""}
+  end
 end
