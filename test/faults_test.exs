@@ -1,0 +1,139 @@
+defmodule Mtrace.FaultsTest do
+  # mtrace in programs meeting faults (test/report/faults.c): the kernel refusing memory at every
+  # allocating function, exec chains, dlopen/dlclose cycles, report signals in bursts, and report
+  # and CSV paths that are FIFOs, on a read-only or a full filesystem. The program must go on as
+  # it would untraced, and mtrace say at most one line about what it could not do.
+  use ExUnit.Case, async: true
+  import Mtrace.Test.Report
+
+  @moduletag timeout: 120_000
+  @other Path.join(root(), "test/support/c_src/other.so")
+
+  setup_all do
+    build!()
+    Mtrace.Test.Helpers.make!(Path.join(root(), "test/support/c_src"))
+  end
+
+  @tag :tmp_dir
+  test "ENOMEM at every allocating function: the same results and errno as untraced",
+       %{tmp_dir: dir} do
+    {plain, 0} = run(bin("faults"), ["enomem"], [{"LD_PRELOAD", nil}])
+    # The kernel said no to each (the test would prove nothing otherwise).
+    assert length(Regex.scan(~r/: NULL, ENOMEM$/m, plain)) == 9, plain
+    assert plain =~ "small: ok"
+
+    # Traced, with the exit report on: its table, stacks and report live under the same limit.
+    report = Path.join(dir, "r.txt")
+    assert run(bin("faults"), ["enomem"], [{"MTRACE_REPORT", report}]) == {plain, 0}
+    assert File.read!(report) =~ "mtrace: end of report 1"
+  end
+
+  @tag :tmp_dir
+  test "a chain of 50 execs runs through and reports once, from its last image",
+       %{tmp_dir: dir} do
+    template = Path.join(dir, "%n-%p.txt")
+    assert {"exec: done\n", 0} = run(bin("faults"), ["exec", "50"], [{"MTRACE_REPORT", template}])
+    assert [file] = File.ls!(dir)
+    r = report!(File.read!(Path.join(dir, file)))
+    assert r.title == "at exit" and r.complete
+  end
+
+  @tag :tmp_dir
+  test "2000 dlopen/dlclose cycles: the leak of the last is named, its library unloaded",
+       %{tmp_dir: dir} do
+    report = Path.join(dir, "r.txt")
+
+    assert {"dlopen: done\n", 0} =
+             run(bin("faults"), ["dlopen", "2000", @other], [{"MTRACE_REPORT", report}])
+
+    text = File.read!(report)
+    assert text =~ "leaked at exit: 64 bytes in 1 block"
+    assert text =~ ~r/by 0x[0-9a-f]+: other_alloc \(other.c:\d+\) \[unloaded\]/
+  end
+
+  @tag :tmp_dir
+  test "1000 report signals while the program allocates: it ends as it would, each report whole",
+       %{tmp_dir: dir} do
+    template = Path.join(dir, "%n-%s.txt")
+
+    script = """
+    "$1" busy 2000 & pid=$!
+    sleep 0.3
+    i=0
+    while [ $i -lt 1000 ]; do kill -USR2 $pid; i=$((i + 1)); done
+    wait $pid
+    """
+
+    {out, status} =
+      run("/bin/sh", ["-c", script, "sh", bin("faults")], [
+        {"MTRACE_REPORT", template},
+        {"MTRACE_REPORT_SIGNAL", "USR2"}
+      ])
+
+    assert {out, status} == {"busy: done\n", 0}
+    files = File.ls!(dir)
+    # Signals that come while a report is written are one request: at least one signal report,
+    # and the exit report last.
+    assert length(files) >= 2
+
+    for file <- files do
+      text = File.read!(Path.join(dir, file))
+      assert [_] = reports(text)
+      assert text =~ ~r/mtrace: end of report \d+\n\z/
+    end
+  end
+
+  @tag :tmp_dir
+  test "a FIFO at the report or the CSV path is refused at once, and left as it was",
+       %{tmp_dir: dir} do
+    fifo = Path.join(dir, "fifo")
+    {_, 0} = System.cmd("mkfifo", [fifo])
+
+    for var <- ["MTRACE_REPORT", "MTRACE_CSV"] do
+      {out, 0} = run(bin("faults"), ["busy", "10"], [{var, fifo}])
+      assert String.starts_with?(out, "busy: done\n")
+      assert [line] = said(out)
+      assert line =~ "#{fifo}: File exists"
+      assert {:ok, %{type: :other}} = File.lstat(fifo)
+    end
+  end
+
+  @tag :tmp_dir
+  test "read-only and full filesystems: one line, no file left, the program runs on",
+       %{tmp_dir: dir} do
+    ro = Path.join(dir, "ro")
+    full = Path.join(dir, "full")
+    File.mkdir_p!(ro)
+    File.mkdir_p!(full)
+
+    case {mount("ro,size=64k", ro), mount("size=16k", full)} do
+      {:ok, :ok} ->
+        on_exit(fn -> System.cmd("umount", [ro]) && System.cmd("umount", [full]) end)
+        # The full one: a file takes what is left.
+        System.cmd("dd", ["if=/dev/zero", "of=#{full}/fill", "bs=1k", "count=64"],
+          stderr_to_stdout: true
+        )
+
+        {out, 3} = run(bin("leaky"), ["3"], [{"MTRACE_REPORT", Path.join(ro, "r.txt")}])
+        assert String.starts_with?(out, "leaky: done\n")
+        assert [line] = said(out)
+        assert line =~ "cannot create the report file: #{ro}/r.txt: Read-only file system"
+
+        {out, 3} = run(bin("leaky"), ["3"], [{"MTRACE_REPORT", Path.join(full, "r.txt")}])
+        assert String.starts_with?(out, "leaky: done\n")
+        assert [line] = said(out)
+        assert line =~ "#{full}/r.txt: No space left on device"
+        assert File.ls!(full) == ["fill"]
+
+      why ->
+        IO.puts("\nskipped: tmpfs cannot be mounted here (#{inspect(why)}); needs root")
+    end
+  end
+
+  defp mount(opts, dir) do
+    case System.cmd("mount", ["-t", "tmpfs", "-o", opts, "tmpfs", dir], stderr_to_stdout: true) do
+      {_, 0} -> :ok
+      {out, _} -> {:error, String.trim(out)}
+    end
+  end
+end

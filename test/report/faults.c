@@ -1,0 +1,125 @@
+/* faults: the programs of the fault tests (test/faults_test.exs), each printing only what a
+ * caller can observe, so that a traced run must print what an untraced one does.
+ *
+ *   faults enomem        every allocating function asked for more than RLIMIT_AS leaves
+ *   faults exec N        execs itself N times, allocating before each exec
+ *   faults dlopen N LIB  N cycles of dlopen, other_alloc, free, dlclose; the last block leaks
+ *   faults busy MS       allocates and frees for MS milliseconds */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common.h"
+
+/* What a failed call showed: NULL (or the code) and errno, which must be ENOMEM. */
+static void show(const char *what, const void *p, int err)
+{
+    say(what);
+    say(p ? ": not NULL" : ": NULL");
+    say(err == ENOMEM ? ", ENOMEM\n" : ", another errno\n");
+}
+
+/* The address space now, from /proc/self/statm (pages). */
+static size_t mapped_bytes(void)
+{
+    char b[128] = {0};
+    FILE *f = fopen("/proc/self/statm", "r");
+    size_t pages = 0;
+    if (f && fgets(b, sizeof b, f)) pages = strtoul(b, NULL, 10);
+    if (f) fclose(f);
+    return pages * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+static int enomem(void)
+{
+    /* 64 MiB more than the process maps now, then asks for 256 MiB: only the kernel says no. */
+    struct rlimit r = {mapped_bytes() + (64 << 20), RLIM_INFINITY};
+    r.rlim_max = r.rlim_cur;
+    if (setrlimit(RLIMIT_AS, &r) != 0) return 2;
+    size_t big = (size_t)256 << 20;
+    void *p;
+    errno = 0, p = malloc(big), show("malloc", p, errno);
+    errno = 0, p = calloc(big / 16, 16), show("calloc", p, errno);
+    /* A failed realloc leaves the block as it was: each gets one of its own, freed after. */
+    void *small[2] = {malloc(16), malloc(16)};
+    errno = 0, p = realloc(small[0], big), show("realloc", p, errno);
+    errno = 0, p = reallocarray(small[1], big / 16, 16), show("reallocarray", p, errno);
+    if (!p) free(small[1]);
+    free(small[0]);
+    errno = 0;
+    int rc = posix_memalign(&p, 64, big);
+    show("posix_memalign", rc == 0 ? p : NULL, rc);
+    say(errno == 0 ? "posix_memalign: errno untouched\n" : "posix_memalign: errno set\n");
+    errno = 0, p = aligned_alloc(64, big), show("aligned_alloc", p, errno);
+    errno = 0, p = memalign(64, big), show("memalign", p, errno);
+    errno = 0, p = valloc(big), show("valloc", p, errno);
+    errno = 0, p = pvalloc(big), show("pvalloc", p, errno);
+    /* And what fits still works. */
+    char *s = strdup("still allocating");
+    say(s && strcmp(s, "still allocating") == 0 ? "small: ok\n" : "small: failed\n");
+    free(s);
+    return 0;
+}
+
+static int exec_chain(char **argv, int n)
+{
+    if (n == 0) {
+        say("exec: done\n");
+        return 0;
+    }
+    char *keep = malloc(100 + (size_t)n);
+    if (!keep) return 2;
+    char next[16];
+    snprintf(next, sizeof next, "%d", n - 1);
+    char *args[] = {argv[0], "exec", next, NULL};
+    execv("/proc/self/exe", args);
+    return 3;
+}
+
+static int dlopen_cycles(int n, const char *lib)
+{
+    void *last = NULL;
+    for (int i = 0; i < n; i++) {
+        void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+        if (!h) return 2;
+        void *(*other_alloc)(size_t) = (void *(*)(size_t))dlsym(h, "other_alloc");
+        if (!other_alloc) return 3;
+        void *p = other_alloc(64);
+        if (i == n - 1)
+            last = p;
+        else
+            free(p);
+        dlclose(h);
+    }
+    say(last ? "dlopen: done\n" : "dlopen: failed\n");
+    return 0;
+}
+
+static int busy(long ms)
+{
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do {
+        for (int i = 0; i < 1000; i++)
+            free(malloc(16 + (size_t)i));
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < ms);
+    say("busy: done\n");
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 2 && strcmp(argv[1], "enomem") == 0) return enomem();
+    if (argc >= 3 && strcmp(argv[1], "exec") == 0) return exec_chain(argv, atoi(argv[2]));
+    if (argc >= 4 && strcmp(argv[1], "dlopen") == 0) return dlopen_cycles(atoi(argv[2]), argv[3]);
+    if (argc >= 3 && strcmp(argv[1], "busy") == 0) return busy(atol(argv[2]));
+    return 2;
+}
