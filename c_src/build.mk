@@ -11,8 +11,9 @@ HDRS = config.h hooks.h mem.h snapshot.h world.h reach.h table.h stack.h recorde
 	symbols_backend.h account.h writer.h report.h csv.h \
 	service.h
 LIB = ../priv/mtrace.so
+OPTIONS = ../priv/mtrace-options.txt
 
-all: $(LIB)
+all: $(LIB) $(OPTIONS)
 
 # Linked to a temporary name and renamed: a process that has the old file mapped keeps it intact.
 $(LIB): $(OBJS) mtrace.version
@@ -23,11 +24,18 @@ $(LIB): $(OBJS) mtrace.version
 
 $(OBJS): $(HDRS) makevars.mk
 
+# The variables, as the library declares them (config.h), for bin/mtrace --help and the tests.
+$(OPTIONS): options_dump.c config.o writer.o
+	mkdir -p ../priv
+	$(CC) $(ALL_CFLAGS) -o options_dump options_dump.c config.o writer.o
+	./options_dump >$(OPTIONS).tmp
+	mv $(OPTIONS).tmp $(OPTIONS)
+
 .SUFFIXES: .c .o
 .c.o:
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
 clean:
-	rm -f $(OBJS) $(LIB) $(LIB).tmp
+	rm -f $(OBJS) $(LIB) $(LIB).tmp options_dump $(OPTIONS) $(OPTIONS).tmp
 
 .PHONY: all clean

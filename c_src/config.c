@@ -19,10 +19,65 @@ struct mt_config mt_config = {
     .unwind = MT_UNWIND_LIBUNWIND,
     .csv_age = 60,
     .csv_period = 10,
-    .fork_report = 1,
 };
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+static const char *const unwinders[] = {"libunwind", "fp", "erlang", NULL};
+static const char *const fork_modes[] = {"report", "none", NULL};
+
+_Static_assert(sizeof(enum mt_unwind) == sizeof(int), "MTRACE_UNWIND is read as an int");
+
+#define NUMBER(n, l, h, field, unset_, what)                                                       \
+    {.name = n, .kind = MT_OPTION_NUMBER, .lo = l, .hi = h, .number = &mt_config.field,           \
+     .unset = unset_, .meaning = what}
+#define TEXT(n, field, what)                                                                       \
+    {.name = n, .kind = MT_OPTION_TEXT, .hi = 1023, .text = &mt_config.field, .secure = 1,        \
+     .unset = "unset", .meaning = what}
+
+/* Every MTRACE_* variable the library reads, in the order the README lists them. */
+const struct mt_option mt_options[] = {
+    NUMBER("MTRACE_SLOTS", 16, (size_t)1 << 30, slots, NULL,
+           "live-table slots at the start; the table doubles up to MTRACE_SLOTS_MAX"),
+    NUMBER("MTRACE_SLOTS_MAX", 16, (size_t)1 << 30, slots_max, NULL,
+           "the most slots the table may grow to; only a table at the cap drops records"),
+    NUMBER("MTRACE_LANES", 1, MT_TABLE_LANES_MAX, lanes, "CPUs, at most 2",
+           "lanes the table is cut into, so that threads of different arenas share no lines"),
+    NUMBER("MTRACE_DEPTH", 2, MT_DEPTH_MAX, depth, NULL,
+           "frames kept per stack, the intercepted function's included"),
+    NUMBER("MTRACE_STACKS", 16, (size_t)1 << 24, stacks, NULL, "distinct stacks kept"),
+    {.name = "MTRACE_UNWIND", .kind = MT_OPTION_CHOICE, .choices = unwinders,
+     .choice = (int *)&mt_config.unwind,
+     .meaning = "libunwind (DWARF), fp (frame pointers) or erlang (on through Erlang frames)"},
+    NUMBER("MTRACE_SAMPLE", 0, (size_t)1 << 40, sample, NULL,
+           "record about one allocation per this many bytes; 0 records every one"),
+    TEXT("MTRACE_REPORT", report, "the exit report: stderr, none or a path (%p pid, %n name)"),
+    {.name = "MTRACE_REPORT_SIGNAL", .kind = MT_OPTION_SIGNAL, .choice = &mt_config.report_signal,
+     .secure = 1, .unset = "unset", .meaning = "a signal that writes an incremental report"},
+    NUMBER("MTRACE_REPORT_TOP", 0, (size_t)1 << 30, report_top, NULL,
+           "call sites a report shows; 0 for all"),
+    NUMBER("MTRACE_REPORT_DEPTH", 0, MT_DEPTH_MAX, report_depth, NULL,
+           "frames a report shows per site; 0 for all kept"),
+    NUMBER("MTRACE_REPORT_REACHABLE", 0, 1, report_reachable, NULL,
+           "1: the exit report lists the still reachable sites too"),
+    TEXT("MTRACE_CSV", csv, "path template of the CSV export of old blocks and frees"),
+    NUMBER("MTRACE_CSV_AGE", 0, (size_t)1 << 31, csv_age, NULL,
+           "seconds a block must have lived before it is exported"),
+    NUMBER("MTRACE_CSV_PERIOD", 1, 86400, csv_period, NULL, "seconds between two exports"),
+    NUMBER("MTRACE_CSV_MAX", 0, (size_t)1 << 60, csv_max, NULL,
+           "bytes past which the CSV file restarts; 0 for no limit"),
+    {.name = "MTRACE_FORK", .kind = MT_OPTION_CHOICE, .choices = fork_modes,
+     .choice = &mt_config.fork,
+     .meaning = "report: forked children write their own exit report; none: they write none"},
+    {.name = "MTRACE_DEBUG_DIRS", .kind = MT_OPTION_TEXT, .hi = 4095, .text = &mt_config.debug_dirs,
+     .secure = 1, .unset = "unset",
+     .meaning = "directories (colon-separated) of separate debug files, before /usr/lib/debug"},
+    NUMBER("MTRACE_REPORT_PID", 0, (size_t)1 << 22, report_pid, "unset",
+           "only the process of this pid writes reports (bin/mtrace run)"),
+};
+
+const size_t mt_options_count = COUNT(mt_options);
+
 
 static size_t join(char *buf, size_t cap, const char *const *parts, size_t count)
 {
@@ -50,11 +105,9 @@ static char *utoa(size_t v, char *end)
     return end;
 }
 
-/* Reads an unsigned decimal in [lo, hi]; anything else keeps *out and says why. */
-static void load_size(const char *name, size_t lo, size_t hi, size_t *out)
+/* An unsigned decimal in [lo, hi]; anything else keeps *out and says why. */
+static void load_number(const char *name, const char *s, size_t lo, size_t hi, size_t *out)
 {
-    const char *s = getenv(name);
-    if (!s) return;
     size_t v = 0;
     const char *c = s;
     if (*c == '\0') goto bad;
@@ -78,18 +131,36 @@ bad:;
     say(name, s, why);
 }
 
-/* A private copy: the program may rewrite its environment (setenv, a process title) later. */
-static const char *load_text(const char *name, char *buf, size_t cap)
+/* A private copy, of at most max bytes: the program may rewrite its environment (setenv, a
+ * process title) later. */
+static const char *load_text(const char *name, const char *s, size_t max)
 {
-    const char *s = getenv(name);
-    if (!s) return NULL;
+    static char pool[8192];
+    static size_t used;
     size_t n = strlen(s);
-    if (n == 0 || n >= cap) {
+    if (n == 0 || n > max || used + n + 1 > sizeof pool) {
         say(name, s, n ? "longer than a path may be; ignored" : "empty; ignored");
         return NULL;
     }
-    memcpy(buf, s, n + 1);
-    return buf;
+    char *copy = memcpy(pool + used, s, n + 1);
+    used += n + 1;
+    return copy;
+}
+
+/* One of choices (its index), or -1 having said which were expected. */
+static int load_choice(const char *name, const char *s, const char *const *choices, int def)
+{
+    for (int i = 0; choices[i]; i++)
+        if (strcmp(s, choices[i]) == 0) return i;
+    char why[160];
+    size_t n = join(why, sizeof why, (const char *const[]){"expected "}, 1);
+    for (int i = 0; choices[i]; i++) {
+        const char *sep = !choices[i + 1] ? "" : !choices[i + 2] ? " or " : ", ";
+        n += join(why + n, sizeof why - n, (const char *const[]){choices[i], sep}, 2);
+    }
+    join(why + n, sizeof why - n, (const char *const[]){"; using ", choices[def]}, 2);
+    say(name, s, why);
+    return -1;
 }
 
 /* The n of "+n" (after RTMIN) or "-n" (after RTMAX), 0 for nothing, -1 when malformed. */
@@ -107,7 +178,7 @@ static long rt_offset(const char *s, char sign)
  * handler that returns re-runs the fault (a report each time, forever), and a handler on SIGPIPE
  * or SIGCHLD changes what the program does; those are refused, by name and by number. 0 (no
  * signal) when refused. */
-static int load_signal(const char *name)
+static int load_signal(const char *name, const char *s)
 {
     static const struct {
         const char *name;
@@ -115,8 +186,6 @@ static int load_signal(const char *name)
     } names[] = {{"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT},    {"USR1", SIGUSR1},
                  {"USR2", SIGUSR2}, {"ALRM", SIGALRM}, {"TERM", SIGTERM},    {"WINCH", SIGWINCH},
                  {"URG", SIGURG},   {"PROF", SIGPROF}, {"VTALRM", SIGVTALRM}};
-    const char *s = getenv(name);
-    if (!s) return 0;
     const char *bare = strncmp(s, "SIG", 3) == 0 ? s + 3 : s;
     long rtmin = SIGRTMIN, rtmax = SIGRTMAX, v = -1, n;
     char *end;
@@ -145,11 +214,11 @@ static int load_signal(const char *name)
  * program's privileges to write, and a report, even on stderr, would show that user the heap and
  * library addresses of a privileged process. Returns nonzero, having said so, when name is set
  * there. */
-static int refused(const char *name)
+static int refused(const char *name, const char *s)
 {
-    const char *s = getauxval(AT_SECURE) ? getenv(name) : NULL;
-    if (s) say(name, s, "ignored in secure-execution mode (a setuid or setgid program)");
-    return s != NULL;
+    int secure = getauxval(AT_SECURE) != 0;
+    if (secure) say(name, s, "ignored in secure-execution mode (a setuid or setgid program)");
+    return secure;
 }
 
 /* One lane per CPU the process may run on: sched_getaffinity neither allocates nor opens a file. */
@@ -163,46 +232,33 @@ static size_t cpu_lanes(void)
 
 void mt_config_load(void)
 {
-    size_t depth = (size_t)mt_config.depth;
-    load_size("MTRACE_SLOTS", 16, (size_t)1 << 30, &mt_config.slots);
-    load_size("MTRACE_SLOTS_MAX", 16, (size_t)1 << 30, &mt_config.slots_max);
-    load_size("MTRACE_DEPTH", 2, MT_DEPTH_MAX, &depth);
-    load_size("MTRACE_STACKS", 16, (size_t)1 << 24, &mt_config.stacks);
-    mt_config.depth = (int)depth;
-    load_size("MTRACE_SAMPLE", 0, (size_t)1 << 40, &mt_config.sample);
     mt_config.lanes = cpu_lanes();
-    load_size("MTRACE_LANES", 1, MT_TABLE_LANES_MAX, &mt_config.lanes);
-
-    const char *u = getenv("MTRACE_UNWIND");
-    if (u && strcmp(u, "fp") == 0)
-        mt_config.unwind = MT_UNWIND_FP;
-    else if (u && strcmp(u, "erlang") == 0)
-        mt_config.unwind = MT_UNWIND_ERLANG;
-    else if (u && strcmp(u, "libunwind") != 0)
-        say("MTRACE_UNWIND", u, "expected libunwind, fp or erlang; using libunwind");
-
-    static char report[1024], csv[1024];
-    if (!refused("MTRACE_REPORT"))
-        mt_config.report = load_text("MTRACE_REPORT", report, sizeof report);
-    if (!refused("MTRACE_REPORT_SIGNAL"))
-        mt_config.report_signal = load_signal("MTRACE_REPORT_SIGNAL");
-    load_size("MTRACE_REPORT_TOP", 0, (size_t)1 << 30, &mt_config.report_top);
-    load_size("MTRACE_REPORT_DEPTH", 0, MT_DEPTH_MAX, &mt_config.report_depth);
-    load_size("MTRACE_REPORT_REACHABLE", 0, 1, &mt_config.report_reachable);
-    load_size("MTRACE_REPORT_PID", 0, (size_t)1 << 22, &mt_config.report_pid);
-    if (!refused("MTRACE_CSV")) mt_config.csv = load_text("MTRACE_CSV", csv, sizeof csv);
-    load_size("MTRACE_CSV_AGE", 0, (size_t)1 << 31, &mt_config.csv_age);
-    load_size("MTRACE_CSV_PERIOD", 1, 86400, &mt_config.csv_period);
-    load_size("MTRACE_CSV_MAX", 0, (size_t)1 << 60, &mt_config.csv_max);
-    const char *f = getenv("MTRACE_FORK");
-    if (f && strcmp(f, "none") == 0)
-        mt_config.fork_report = 0;
-    else if (f && strcmp(f, "report") != 0)
-        say("MTRACE_FORK", f, "expected report or none; using report");
+    for (size_t i = 0; i < COUNT(mt_options); i++) {
+        const struct mt_option *o = &mt_options[i];
+        const char *s = getenv(o->name);
+        if (!s || (o->secure && refused(o->name, s))) continue;
+        switch (o->kind) {
+        case MT_OPTION_NUMBER: load_number(o->name, s, o->lo, o->hi, o->number); break;
+        case MT_OPTION_TEXT: *o->text = load_text(o->name, s, o->hi); break;
+        case MT_OPTION_SIGNAL: *o->choice = load_signal(o->name, s); break;
+        case MT_OPTION_CHOICE: {
+            int v = load_choice(o->name, s, o->choices, *o->choice);
+            if (v >= 0) *o->choice = v;
+        }
+        }
+    }
     mt_config.account = mt_config.report || mt_config.report_signal;
-
     mt_config.slots = (mt_config.slots + 15) / 16 * 16;
     mt_config.slots_max = (mt_config.slots_max + 15) / 16 * 16;
     /* A start above the cap is a fixed table of that size: the start was asked for by name. */
     if (mt_config.slots_max < mt_config.slots) mt_config.slots_max = mt_config.slots;
+}
+
+void mt_option_default(const struct mt_option *o, char *buf, size_t cap)
+{
+    char digits[24];
+    const char *shown = o->unset;
+    if (!shown && o->kind == MT_OPTION_NUMBER) shown = utoa(*o->number, digits + sizeof digits);
+    if (!shown && o->kind == MT_OPTION_CHOICE) shown = o->choices[*o->choice];
+    join(buf, cap, (const char *const[]){shown ? shown : ""}, 1);
 }

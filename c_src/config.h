@@ -1,11 +1,14 @@
-/* config.h: the MTRACE_* environment variables, read once.
+/* config.h: the MTRACE_* environment variables, declared once (mt_options) and read once.
  *
  * Contract
+ * - mt_options is the one list of the variables: the parser reads it, and options_dump (built
+ *   with the library) prints it into priv/mtrace-options.txt, which bin/mtrace --help, bin/bench
+ *   and the tests read. A variable is added here and nowhere else in C.
  * - mt_config_load() is called once, from the recorder's first initialisation, before any
  *   record is made. It uses getenv, getauxval, sched_getaffinity and write(2) only: no malloc,
  *   no stdio, so it is safe on the hook path of the very first allocation.
- * - In secure-execution mode (setuid or setgid: AT_SECURE) MTRACE_REPORT, MTRACE_REPORT_SIGNAL
- *   and MTRACE_CSV are ignored, whatever their value, with one "mtrace:" line each: no file and
+ * - In secure-execution mode (setuid or setgid: AT_SECURE) the variables that name a file or a
+ *   signal (MTRACE_REPORT, MTRACE_REPORT_SIGNAL, MTRACE_CSV, MTRACE_DEBUG_DIRS) are ignored, whatever their value, with one "mtrace:" line each: no file and
  *   no report is written on the environment's word.
  * - A malformed value prints exactly one line, "mtrace: ...", on stderr and the default is kept.
  * - After loading, mt_config is read-only: every thread may read it without a lock.
@@ -16,11 +19,12 @@
 #include <stddef.h>
 
 enum mt_unwind { MT_UNWIND_LIBUNWIND, MT_UNWIND_FP, MT_UNWIND_ERLANG };
+enum mt_fork { MT_FORK_REPORT, MT_FORK_NONE }; /* what forked children do about reports */
 
 struct mt_config {
     size_t slots;          /* MTRACE_SLOTS: live-table slots at the start, a multiple of 16 */
     size_t slots_max;      /* MTRACE_SLOTS_MAX: the most the table may grow to, >= slots */
-    int depth;             /* MTRACE_DEPTH: frames kept per stack, hook frame included */
+    size_t depth;          /* MTRACE_DEPTH: frames kept per stack, hook frame included */
     size_t stacks;         /* MTRACE_STACKS: distinct stacks the intern table can hold */
     enum mt_unwind unwind; /* MTRACE_UNWIND: libunwind (default), fp or erlang */
     size_t sample;         /* MTRACE_SAMPLE: mean bytes between sampled allocations, 0: all */
@@ -35,8 +39,9 @@ struct mt_config {
     size_t csv_age;      /* MTRACE_CSV_AGE: seconds a block must have lived to be written */
     size_t csv_period;   /* MTRACE_CSV_PERIOD: seconds between two passes */
     size_t csv_max;      /* MTRACE_CSV_MAX: bytes past which the file restarts, 0 for no limit */
-    int fork_report;     /* MTRACE_FORK: report (1, the default) or none (0) in forked children */
+    int fork;            /* MTRACE_FORK: MT_FORK_REPORT (the default) or MT_FORK_NONE */
     size_t report_pid;   /* MTRACE_REPORT_PID: only this process reports (bin/mtrace run), 0: any */
+    const char *debug_dirs; /* MTRACE_DEBUG_DIRS: colon-separated, searched before Debian's */
     int account;         /* derived: live totals and site tallies kept (account.h) */
 };
 
@@ -45,5 +50,27 @@ struct mt_config {
 extern struct mt_config mt_config;
 
 void mt_config_load(void);
+
+/* One variable: its name, how its value is read into mt_config, and what it means. */
+enum mt_option_kind { MT_OPTION_NUMBER, MT_OPTION_CHOICE, MT_OPTION_TEXT, MT_OPTION_SIGNAL };
+
+struct mt_option {
+    const char *name;
+    enum mt_option_kind kind;
+    size_t lo, hi;              /* NUMBER: bounds; TEXT: the most bytes */
+    const char *const *choices; /* CHOICE: the words, NULL-terminated; the value is the index */
+    size_t *number;             /* NUMBER */
+    int *choice;                /* CHOICE, SIGNAL (a signal number, 0 for none) */
+    const char **text;          /* TEXT: a copy, NULL when unset */
+    int secure;                 /* ignored in secure-execution mode */
+    const char *unset;          /* how the default reads when it is no value, or NULL */
+    const char *meaning;        /* one line */
+};
+
+extern const struct mt_option mt_options[];
+extern const size_t mt_options_count;
+
+/* The default of o as text, from mt_config before mt_config_load(). */
+void mt_option_default(const struct mt_option *o, char *buf, size_t cap);
 
 #endif

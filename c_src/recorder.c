@@ -111,7 +111,7 @@ static void init(void)
     mt_config_load();
     if (mt_table_init(mt_config.slots, mt_config.slots_max, mt_config.sample != 0,
                       (unsigned)mt_config.lanes) != 0 ||
-        mt_stack_init(mt_config.stacks, mt_config.depth, mt_config.unwind) != 0) {
+        mt_stack_init(mt_config.stacks, (int)mt_config.depth, mt_config.unwind) != 0) {
         static const char msg[] = "mtrace: cannot reserve memory for the tables; not recording\n";
         while (write(2, msg, sizeof msg - 1) < 0 && errno == EINTR)
             ;

@@ -323,7 +323,7 @@ __attribute__((destructor)) static void report_at_exit(void)
 {
     if (!started || __atomic_exchange_n(&exit_reported, 1, __ATOMIC_ACQ_REL)) return;
     int child = getpid() != first_pid;
-    if (child && (!mt_config.fork_report || !reporting_here())) return;
+    if (child && (mt_config.fork == MT_FORK_NONE || !reporting_here())) return;
     mt_guard_hold();
     pthread_mutex_lock(&lock);
     if (mt_config.csv && !child) mt_csv_pass(prog);

@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "symbols_backend.h"
 
 struct module {
@@ -169,7 +170,7 @@ static void remember(const struct module *m, uintptr_t a, int mode, const struct
 /* The debug file search path libdwfl reads: MTRACE_DEBUG_DIRS, then Debian's. */
 static void set_debug_path(void)
 {
-    const char *dirs = secure_getenv("MTRACE_DEBUG_DIRS");
+    const char *dirs = mt_config.debug_dirs;
     const char *system_dir = "/usr/lib/debug";
     size_t len = dirs && *dirs ? strlen(dirs) + 1 : 0;
     debug_path = malloc(len + strlen(system_dir) + 1);

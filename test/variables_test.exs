@@ -1,24 +1,52 @@
 defmodule Mtrace.VariablesTest do
-  # The variables are named once, in the library's sources: the README's table lists exactly
-  # those (and the scripts' own MTRACE_NIF_API), and bin/bench and the test helpers clear them all.
+  # The variables are declared once, in c_src/config.c; the build lists them in
+  # priv/mtrace-options.txt. The README's table, bin/mtrace --help, bin/bench and the test
+  # helpers all follow that list, and no source reads a variable outside it.
   use ExUnit.Case, async: true
   import Mtrace.Test.Helpers
 
   @root Path.expand("..", __DIR__)
 
-  test "the README's table lists every variable the library reads, and no other" do
+  test "the README's table lists every variable with its default, and no other" do
     readme = File.read!(Path.join(@root, "README.md"))
-    listed = Regex.scan(~r/^\| `(MTRACE_[A-Z_]+)` \|/m, readme, capture: :all_but_first)
-    assert Enum.sort(List.flatten(listed)) == Enum.sort(["MTRACE_NIF_API" | variables()])
+
+    listed =
+      for [name, default] <-
+            Regex.scan(~r/^\| `(MTRACE_[A-Z_]+)` \| ([^|]+) \|/m, readme, capture: :all_but_first),
+          name != "MTRACE_NIF_API",
+          do: {name, default |> String.trim() |> String.replace("`", "")}
+
+    assert Enum.sort(listed) ==
+             Enum.sort(for {name, default, _} <- options(), do: {name, default})
   end
 
-  test "the library reads at least the variables the test helpers once listed by hand" do
-    for name <- ~w(MTRACE_SLOTS MTRACE_LANES MTRACE_SAMPLE MTRACE_REPORT MTRACE_CSV MTRACE_FORK),
-        do: assert(name in variables())
+  test "no C source reads a variable the table does not declare" do
+    named =
+      for file <- Path.wildcard(Path.join(@root, "c_src/*.c")),
+          [name] <- Regex.scan(~r/"(MTRACE_[A-Z_]+)"/, File.read!(file), capture: :all_but_first),
+          uniq: true,
+          do: name
+
+    assert Enum.sort(named) == Enum.sort(variables())
+
+    # Only config.c calls getenv on them.
+    for file <- Path.wildcard(Path.join(@root, "c_src/*.c")),
+        Path.basename(file) != "config.c",
+        do: refute(File.read!(file) =~ ~r/getenv\("MTRACE_/, file)
   end
 
-  test "bin/bench clears every variable the library reads" do
+  test "bin/mtrace --help lists every variable with its default and meaning" do
+    {help, 0} = System.cmd(Path.join(@root, "bin/mtrace"), ["--help"])
+
+    for {name, default, meaning} <- options() do
+      assert help =~ ~r/^  #{name} +#{Regex.escape(default)} +#{Regex.escape(meaning)}$/m, name
+    end
+  end
+
+  test "bin/bench clears every variable the library reads, from the same list" do
     bench = File.read!(Path.join(@root, "bin/bench"))
-    assert bench =~ ~s|unset LD_PRELOAD $(grep -oh '"MTRACE_[A-Z_]*"' "$ROOT"/c_src/*.c|
+
+    assert bench =~
+             ~s|unset LD_PRELOAD $(make -s -C "$ROOT/c_src" >/dev/null && cut -f1 "$ROOT/priv/mtrace-options.txt")|
   end
 end

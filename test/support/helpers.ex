@@ -20,21 +20,19 @@ defmodule Mtrace.Test.Helpers do
 
   def mtrace_so, do: Path.expand("../../priv/mtrace.so", __DIR__)
 
-  # The MTRACE_* variables the library reads: the names in its sources, so that no list of them
-  # can drift from the code (the README's table is checked against it, bin/bench clears them).
-  @sources Path.wildcard(Path.expand("../../c_src/*.c", __DIR__))
-  for source <- @sources, do: @external_resource(source)
-
-  @variables @sources
-             |> Enum.flat_map(
-               &Regex.scan(~r/"(MTRACE_[A-Z_]+)"/, File.read!(&1), capture: :all_but_first)
-             )
-             |> List.flatten()
-             |> Enum.uniq()
-             |> Enum.sort()
+  @doc """
+  The MTRACE_* variables the library reads, as its build lists them from its one declaration
+  (c_src/config.c, priv/mtrace-options.txt): {name, default, meaning}.
+  """
+  def options do
+    Path.expand("../../priv/mtrace-options.txt", __DIR__)
+    |> File.read!()
+    |> String.split("\n", trim: true)
+    |> Enum.map(fn line -> line |> String.split("\t") |> List.to_tuple() end)
+  end
 
   @doc "Every MTRACE_* variable the library reads."
-  def variables, do: @variables
+  def variables, do: Enum.map(options(), &elem(&1, 0))
 
   @doc "The number of the line of a source file that carries the marker `site:<name>`."
   def line_of(file, name) do

@@ -13,15 +13,17 @@ defmodule Mtrace.Test.Report do
   @doc "Builds the programs (safe to run from several test modules at once)."
   def build!, do: Mtrace.Test.Helpers.make!(Path.join(@root, "test/report"))
 
-  # Every variable the library reads, unset unless given: the test node has its own.
-  @vars ["LD_PRELOAD" | Mtrace.Test.Helpers.variables()]
-
   @doc """
   Runs program with args and env (a nil value unsets; LD_PRELOAD defaults to the library, give
   nil to run without it). Options: :cd. Returns {stdout and stderr, exit status}.
   """
   def run(program, args, env, opts \\ []) do
-    env = Map.new(@vars, &{&1, nil}) |> Map.put("LD_PRELOAD", so()) |> Map.merge(Map.new(env))
+    # Every variable the library reads, unset unless given: the test node has its own.
+    env =
+      Map.new(Mtrace.Test.Helpers.variables(), &{&1, nil})
+      |> Map.put("LD_PRELOAD", so())
+      |> Map.merge(Map.new(env))
+
     # Preloaded into the program alone, not into timeout: env sets it just before the exec.
     preload = env["LD_PRELOAD"]
     command = if preload, do: ["env", "LD_PRELOAD=#{preload}", program], else: [program]
