@@ -43,6 +43,51 @@ defmodule Mtrace.VariablesTest do
     end
   end
 
+  # Values no variable takes (a text variable takes any path: only the empty one and an
+  # over-long one are malformed there).
+  @malformed [
+    "",
+    " 1",
+    "+1",
+    "-1",
+    "0x10",
+    "99999999999999999999999",
+    "1\n2",
+    "\x01",
+    "é",
+    String.duplicate("7", 10_000)
+  ]
+
+  test "every variable, given malformed values: one line, the default, the program unchanged" do
+    Mtrace.Test.Report.build!()
+
+    {plain, 0} =
+      Mtrace.Test.Report.run(Mtrace.Test.Report.bin("leaky"), [], [{"LD_PRELOAD", nil}])
+
+    runs =
+      for {name, _default, _} <- options(),
+          value <- @malformed,
+          not (name in ~w(MTRACE_REPORT MTRACE_CSV MTRACE_DEBUG_DIRS) and
+                 value not in ["", String.duplicate("7", 10_000)]) do
+        # Through env(1): an empty value given to System.cmd would unset the variable.
+        {out, status} =
+          Mtrace.Test.Report.run(
+            "/usr/bin/env",
+            ["#{name}=#{value}", Mtrace.Test.Report.bin("leaky")],
+            []
+          )
+
+        said = Mtrace.Test.Report.said(out)
+        assert status == 0, "#{name}=#{inspect(value)}: status #{status}"
+        assert length(said) == 1, "#{name}=#{inspect(value)}: #{inspect(said)}"
+        [line] = said
+        assert String.starts_with?(line, "mtrace: #{name}="), line
+        assert String.replace(out, line <> "\n", "") == plain, "#{name}=#{inspect(value)}"
+      end
+
+    assert length(runs) >= 150
+  end
+
   test "bin/bench clears every variable the library reads, from the same list" do
     bench = File.read!(Path.join(@root, "bin/bench"))
 
