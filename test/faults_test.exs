@@ -84,18 +84,25 @@ defmodule Mtrace.FaultsTest do
   end
 
   @tag :tmp_dir
-  test "a FIFO at the report or the CSV path is refused at once, and left as it was",
+  test "a FIFO or a symbolic link at the report or the CSV path is refused at once, untouched",
        %{tmp_dir: dir} do
     fifo = Path.join(dir, "fifo")
     {_, 0} = System.cmd("mkfifo", [fifo])
+    victim = Path.join(dir, "victim")
+    File.write!(victim, "precious")
+    link = Path.join(dir, "link")
+    File.ln_s!(victim, link)
 
-    for var <- ["MTRACE_REPORT", "MTRACE_CSV"] do
-      {out, 0} = run(bin("faults"), ["busy", "10"], [{var, fifo}])
+    for var <- ["MTRACE_REPORT", "MTRACE_CSV"], path <- [fifo, link] do
+      {out, 0} = run(bin("faults"), ["busy", "10"], [{var, path}])
       assert String.starts_with?(out, "busy: done\n")
       assert [line] = said(out)
-      assert line =~ "#{fifo}: File exists"
-      assert {:ok, %{type: :other}} = File.lstat(fifo)
+      assert line =~ "#{path}: File exists"
     end
+
+    assert {:ok, %{type: :other}} = File.lstat(fifo)
+    assert {:ok, %{type: :symlink}} = File.lstat(link)
+    assert File.read!(victim) == "precious"
   end
 
   @tag :tmp_dir
