@@ -24,7 +24,7 @@ defmodule Mtrace.ReadmeTest do
     copy = Path.join(dir, "mtrace")
     app = Path.join(dir, "myapp")
     File.mkdir_p!(copy)
-    fresh_copy!(copy)
+    Mtrace.Test.Helpers.fresh_copy!(copy)
 
     text = File.read!(@readme)
     demo!(copy, first_commands(text))
@@ -49,20 +49,6 @@ defmodule Mtrace.ReadmeTest do
     rpc = Enum.find(outputs, &(&1.command =~ " rpc "))
     # Of the three lost blocks, one may read as reachable: the mark is conservative.
     assert rpc.output =~ ~r/blocks: [123],.*my_nif_leak \(my_nif.c:\d+\)/s, rpc.output
-  end
-
-  # The files of this repository that a clone has, as they are in the working tree, and none of
-  # its build outputs.
-  defp fresh_copy!(dest) do
-    {out, status} =
-      System.cmd(
-        "sh",
-        ["-c", ~s(git ls-files -z | tar --null -T - -cf - | tar -xf - -C "$1"), "sh", dest],
-        cd: @root,
-        stderr_to_stdout: true
-      )
-
-    assert status == 0, out
   end
 
   # The indented block at the top: the two commands. bin/test is this suite itself.

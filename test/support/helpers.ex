@@ -62,6 +62,22 @@ defmodule Mtrace.Test.Helpers do
   end
 
   @doc """
+  Copies into dest the files of this repository that a clone has, as they are in the working
+  tree, and none of its build outputs.
+  """
+  def fresh_copy!(dest) do
+    {out, status} =
+      System.cmd(
+        "sh",
+        ["-c", ~s(git ls-files -z | tar --null -T - -cf - | tar -xf - -C "$1"), "sh", dest],
+        cd: Path.expand("../..", __DIR__),
+        stderr_to_stdout: true
+      )
+
+    ExUnit.Assertions.assert(status == 0, out)
+  end
+
+  @doc """
   The value of an Elixir expression evaluated in a fresh node (see run_node/2), brought back as
   a term; the node must end well.
   """
