@@ -1,7 +1,8 @@
 defmodule Mtrace.CTest do
   # The C-level tests of test/c run as plain programs, without LD_PRELOAD: the recorder, table and
-  # interning (torn reads, growth under four threads, a capped full table, fork under churn) and the symbolizer (ELF parsing,
-  # demangling, malformed files).
+  # interning (torn reads, growth under four threads, a capped full table, fork under churn), the
+  # symbolizer (ELF parsing, demangling, malformed files, lookups from eight threads) and reports
+  # written while four threads allocate (each whole, its totals within bounds, then exact).
   use ExUnit.Case, async: true
 
   @dir Path.expand("c", __DIR__)
@@ -15,13 +16,19 @@ defmodule Mtrace.CTest do
   # recorder_test_asan is the same test over the recorder built with ASan and UBSan,
   # recorder_test_tsan with TSan (which exits 66 on a race it sees). TSan's runtime crashes in
   # libunwind's thread-exit destructor, before any of mtrace's code runs: that build unwinds by
-  # frame pointers, and the ASan one covers libunwind.
-  for {program, env} <- [
-        {"recorder_test", []},
-        {"recorder_test", [{"MTRACE_SAMPLE", "1"}]},
-        {"recorder_test_asan", []},
-        {"recorder_test_tsan", [{"MTRACE_UNWIND", "fp"}]},
-        {"symbols_test", []}
+  # frame pointers, and the ASan one covers libunwind. symbols_test and report_test run in the same
+  # three builds.
+  for {program, env, checks} <- [
+        {"recorder_test", [], 10},
+        {"recorder_test", [{"MTRACE_SAMPLE", "1"}], 10},
+        {"recorder_test_asan", [], 10},
+        {"recorder_test_tsan", [{"MTRACE_UNWIND", "fp"}], 10},
+        {"symbols_test", [], 10},
+        {"symbols_test_asan", [], 10},
+        {"symbols_test_tsan", [], 10},
+        {"report_test", [], 5},
+        {"report_test_asan", [], 5},
+        {"report_test_tsan", [{"MTRACE_UNWIND", "fp"}], 5}
       ] do
     @tag timeout: 120_000
     test "#{program} passes every check#{for {k, v} <- env, do: " with #{k}=#{v}"}" do
@@ -41,7 +48,7 @@ defmodule Mtrace.CTest do
 
       assert status == 0, out
       assert [_, passed] = Regex.run(~r/^(\d+) passed, 0 failed$/m, out), out
-      assert String.to_integer(passed) >= 10
+      assert String.to_integer(passed) >= unquote(checks)
     end
   end
 

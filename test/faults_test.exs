@@ -83,6 +83,56 @@ defmodule Mtrace.FaultsTest do
     end
   end
 
+  # Each child frees the odd ones of the 100 blocks of 300 + i bytes the parent kept (fork_keep),
+  # and every block the parent's four allocating threads had live at the fork (up to 128; they
+  # are not in the child) but the one each may have been making or freeing, and leaks 3 of 77
+  # bytes (fork_leak).
+  @kept {Enum.sum(for i <- 0..99, rem(i, 2) == 0, do: 300 + i), 50}
+
+  @tag :tmp_dir
+  test "200 forks while four threads allocate: each child's exit report exact and whole",
+       %{tmp_dir: dir} do
+    {plain, 0} = run(bin("faults"), ["forks", "200"], [{"LD_PRELOAD", nil}])
+    assert plain == "forks: 200 of 200 children exited 0, no corrupt block\n"
+
+    env = [{"MTRACE_REPORT", Path.join(dir, "%n-%p.txt")}, {"MTRACE_REPORT_REACHABLE", "1"}]
+    assert run(bin("faults"), ["forks", "200"], env) == {plain, 0}
+
+    files = File.ls!(dir)
+    assert length(files) == 201
+    reports = for file <- files, do: {file, report!(File.read!(Path.join(dir, file)))}
+    assert Enum.all?(reports, fn {file, r} -> r.complete and file == "faults-#{r.pid}.txt" end)
+
+    sum = fn sites, fun ->
+      for s <- sites, fun in names(s), reduce: {0, 0}, do: ({b, n} -> {b + s.bytes, n + s.blocks})
+    end
+
+    # The parent freed all it made; each child leaked its own.
+    {children, [parent]} =
+      reports
+      |> Enum.map(&elem(&1, 1))
+      |> Enum.split_with(&(sum.(&1.sites ++ &1.reachable_sites, "fork_leak") != {0, 0}))
+
+    assert sum.(parent.sites ++ parent.reachable_sites, "fork_keep") == {0, 0}
+    assert length(children) == 200
+
+    for r <- children do
+      all = r.sites ++ r.reachable_sites
+      assert sum.(all, "fork_keep") == @kept, inspect(r)
+      assert sum.(all, "fork_leak") == {3 * 77, 3}, inspect(r)
+      assert elem(sum.(all, "churn_block"), 1) <= 4, inspect(r)
+      # The frees of the blocks the vanished threads made all found their records.
+      assert {r.dropped, r.stacks_dropped, r.unmatched_frees} == {0, 0, 0}, inspect(r)
+
+      # The totals are the sums of the sites: nothing counted twice or left out by the repair.
+      totals = fn sites ->
+        Enum.reduce(sites, {0, 0}, &{elem(&2, 0) + &1.bytes, elem(&2, 1) + &1.blocks})
+      end
+
+      assert totals.(r.sites) == r.live and totals.(r.reachable_sites) == r.reachable, inspect(r)
+    end
+  end
+
   @tag :tmp_dir
   test "a FIFO or a symbolic link at the report or the CSV path is refused at once, untouched",
        %{tmp_dir: dir} do

@@ -1,6 +1,7 @@
 defmodule Mtrace.StormTest do
   # A storm in a C program (test/report/storm.c): 16 threads on this machine's cores make
-  # 2,400,000 allocations over all eleven allocating functions and free, checking every block's
+  # 2,400,000 allocations over all eleven allocating functions, C++'s new[] and aligned new[]
+  # (storm_new.cc: through malloc and aligned_alloc), and free and delete[], checking every block's
   # bytes; each thread then leaks 8 known blocks and exits holding them; then 10,000 threads are
   # made, allocate and exit, one after another. (The BEAM's storm is concurrency_test.exs.)
   use ExUnit.Case, async: true

@@ -1,4 +1,5 @@
-/* storm: 16 threads make millions of allocations over every allocating function, checking each
+/* storm: 16 threads make millions of allocations over every allocating function and C++'s new[]
+ * and aligned new[] (storm_new.cc), checking each
  * block's bytes before they free it; each thread then leaks known blocks and exits holding them;
  * then 10,000 short-lived threads allocate and exit. Prints one line of counts and exits 1 on a
  * corrupt block.
@@ -13,7 +14,10 @@
 
 #include "common.h"
 
-enum { THREADS = 16, SLOTS = 64, LEAKS = 8 };
+enum { THREADS = 16, SLOTS = 64, LEAKS = 8, KINDS = 13 };
+
+unsigned char *storm_new(size_t n, int aligned);
+void storm_delete(unsigned char *p, int aligned);
 
 static unsigned long ops = 150000;
 static unsigned long corrupt;
@@ -22,7 +26,18 @@ struct block {
     unsigned char *p;
     size_t n;
     unsigned char fill;
+    unsigned char cxx; /* 0: from the C functions; 1: new[]; 2: aligned new[] */
 };
+
+/* Frees b as it was made. */
+static void release(struct block *b)
+{
+    if (b->cxx)
+        storm_delete(b->p, b->cxx == 2);
+    else
+        free(b->p);
+    b->p = NULL;
+}
 
 static uint32_t next(uint32_t *s)
 {
@@ -35,18 +50,36 @@ static uint32_t next(uint32_t *s)
 /* One allocation by the function k picks, filled with its own byte. */
 static struct block make(unsigned k, size_t n, unsigned char fill, struct block *old)
 {
-    struct block b = {NULL, n, fill};
+    struct block b = {NULL, n, fill, 0};
     void *p = NULL;
-    switch (k % 11) {
-    case 0: b.p = malloc(n); break;
-    case 1: b.p = calloc(1, n); break;
-    case 2: b.p = realloc(old->p, n), old->p = NULL; break;
-    case 3: b.p = reallocarray(old->p, n, 1), old->p = NULL; break;
-    case 4: b.p = posix_memalign(&p, 64, n) == 0 ? p : NULL; break;
-    case 5: b.p = aligned_alloc(32, (n + 31) & ~(size_t)31); break;
-    case 6: b.p = memalign(128, n); break;
-    case 7: b.p = valloc(n); break;
-    case 8: b.p = pvalloc(n); break;
+    switch (k % KINDS) {
+    case 0:
+        b.p = malloc(n);
+        break;
+    case 1:
+        b.p = calloc(1, n);
+        break;
+    case 2:
+        b.p = realloc(old->p, n), old->p = NULL;
+        break;
+    case 3:
+        b.p = reallocarray(old->p, n, 1), old->p = NULL;
+        break;
+    case 4:
+        b.p = posix_memalign(&p, 64, n) == 0 ? p : NULL;
+        break;
+    case 5:
+        b.p = aligned_alloc(32, (n + 31) & ~(size_t)31);
+        break;
+    case 6:
+        b.p = memalign(128, n);
+        break;
+    case 7:
+        b.p = valloc(n);
+        break;
+    case 8:
+        b.p = pvalloc(n);
+        break;
     case 9: {
         char s[64];
         memset(s, 'a' + fill % 26, sizeof s - 1);
@@ -54,10 +87,14 @@ static struct block make(unsigned k, size_t n, unsigned char fill, struct block 
         b.p = (unsigned char *)strdup(s);
         break;
     }
-    default: b.p = (unsigned char *)strndup("mtrace storm strndup block", n % 20 + 1);
+    case 10:
+        b.p = (unsigned char *)strndup("mtrace storm strndup block", n % 20 + 1);
+        break;
+    default:
+        b.cxx = (unsigned char)(k % KINDS - 10), b.p = storm_new(n, b.cxx == 2);
     }
     if (!b.p) return b;
-    if (k % 11 >= 9) b.n = strlen((char *)b.p) + 1;
+    if (k % KINDS == 9 || k % KINDS == 10) b.n = strlen((char *)b.p) + 1;
     memset(b.p, fill, b.n);
     return b;
 }
@@ -86,15 +123,15 @@ static void *worker(void *arg)
         struct block *s = &slots[next(&seed) % SLOTS];
         unsigned k = next(&seed);
         if (s->p && !intact(s)) bad++;
-        /* realloc and reallocarray take the slot's block; the others free it first. */
-        if (k % 11 != 2 && k % 11 != 3) free(s->p), s->p = NULL;
+        /* realloc and reallocarray take the slot's block, if C made it; else it is freed first. */
+        if ((k % KINDS != 2 && k % KINDS != 3) || s->cxx) release(s);
         struct block nb = make(k, 16 + next(&seed) % 2048, (unsigned char)(i + id), s);
-        free(s->p);
+        release(s);
         *s = nb;
     }
     for (unsigned j = 0; j < SLOTS; j++) {
         if (slots[j].p && !intact(&slots[j])) bad++;
-        free(slots[j].p);
+        release(&slots[j]);
     }
     for (unsigned j = 0; j < LEAKS; j++)
         leak_in_thread(1000 + id);
