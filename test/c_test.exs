@@ -56,8 +56,7 @@ defmodule Mtrace.CTest do
 
   # Warnings, portability and performance; ElfW comes from <link.h>, which cppcheck does not
   # read. Not under the test node's preload: traced, cppcheck took over a minute on a busy
-  # machine.
-  @tag :slow
+  # machine; untraced it takes about 2 s.
   test "cppcheck finds nothing in c_src" do
     sources = Path.wildcard(Path.expand("../c_src/*.c", __DIR__))
 
