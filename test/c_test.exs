@@ -30,12 +30,13 @@ defmodule Mtrace.CTest do
         {"report_test_asan", [], 5},
         {"report_test_tsan", [{"MTRACE_UNWIND", "fp"}], 5}
       ] do
-    # About a minute on a loaded machine: `bin/test --exclude slow` skips it (CI never does).
+    # One to two minutes on a loaded machine (100 s at load 17, when its limit was 100 s):
+    # `bin/test --exclude slow` skips it, CI never does.
     if program == "recorder_test_tsan", do: @tag(:slow)
-    @tag timeout: 120_000
+    @tag timeout: 330_000
     test "#{program} passes every check#{for {k, v} <- env, do: " with #{k}=#{v}"}" do
       {out, status} =
-        System.cmd("timeout", ["100", Path.join(@dir, unquote(program))],
+        System.cmd("timeout", ["300", Path.join(@dir, unquote(program))],
           env:
             Map.merge(
               Map.new(
