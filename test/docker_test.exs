@@ -8,6 +8,7 @@ defmodule Mtrace.DockerTest do
   @moduletag timeout: 1_800_000
   @clean [{"LD_PRELOAD", nil}, {"MIX_ENV", nil}, {"ERL_AFLAGS", nil}]
 
+  @tag :slow
   test "docker.sh builds the image, and bin/demo and a test file pass in it" do
     case engine() do
       :ok ->

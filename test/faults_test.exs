@@ -19,7 +19,7 @@ defmodule Mtrace.FaultsTest do
        %{tmp_dir: dir} do
     {plain, 0} = run(bin("faults"), ["enomem"], [{"LD_PRELOAD", nil}])
     # The kernel said no to each (the test would prove nothing otherwise).
-    assert length(Regex.scan(~r/: NULL, ENOMEM$/m, plain)) == 9, plain
+    assert length(Regex.scan(~r/: NULL, ENOMEM$/m, plain)) == 11, plain
     assert plain =~ "small: ok"
 
     # Traced, with the exit report on: its table, stacks and report live under the same limit.
@@ -89,19 +89,20 @@ defmodule Mtrace.FaultsTest do
   # bytes (fork_leak).
   @kept {Enum.sum(for i <- 0..99, rem(i, 2) == 0, do: 300 + i), 50}
 
+  # 48 s in a full run at load 17 (a child's exit report took up to 0.5 s): 240 s to run.
   @tag :tmp_dir
-  # 60 forks: each child symbolizes its own exit report from cold caches (0.1 to 0.5 s on this
-  # machine), and the run must end within run/4's minute on a busy one.
-  test "60 forks while four threads allocate: each child's exit report exact and whole",
+  @tag :slow
+  @tag timeout: 300_000
+  test "100 forks while four threads allocate: each child's exit report exact and whole",
        %{tmp_dir: dir} do
-    {plain, 0} = run(bin("faults"), ["forks", "60"], [{"LD_PRELOAD", nil}])
-    assert plain == "forks: 60 of 60 children exited 0, no corrupt block\n"
+    {plain, 0} = run(bin("faults"), ["forks", "100"], [{"LD_PRELOAD", nil}])
+    assert plain == "forks: 100 of 100 children exited 0, no corrupt block\n"
 
     env = [{"MTRACE_REPORT", Path.join(dir, "%n-%p.txt")}, {"MTRACE_REPORT_REACHABLE", "1"}]
-    assert run(bin("faults"), ["forks", "60"], env) == {plain, 0}
+    assert run(bin("faults"), ["forks", "100"], env, timeout: 240) == {plain, 0}
 
     files = File.ls!(dir)
-    assert length(files) == 61
+    assert length(files) == 101
     reports = for file <- files, do: {file, report!(File.read!(Path.join(dir, file)))}
     assert Enum.all?(reports, fn {file, r} -> r.complete and file == "faults-#{r.pid}.txt" end)
 
@@ -116,7 +117,7 @@ defmodule Mtrace.FaultsTest do
       |> Enum.split_with(&(sum.(&1.sites ++ &1.reachable_sites, "fork_leak") != {0, 0}))
 
     assert sum.(parent.sites ++ parent.reachable_sites, "fork_keep") == {0, 0}
-    assert length(children) == 60
+    assert length(children) == 100
 
     for r <- children do
       all = r.sites ++ r.reachable_sites
@@ -155,6 +156,56 @@ defmodule Mtrace.FaultsTest do
     assert {:ok, %{type: :other}} = File.lstat(fifo)
     assert {:ok, %{type: :symlink}} = File.lstat(link)
     assert File.read!(victim) == "precious"
+  end
+
+  # Each signal report has a path of its own (%s, its number): the second one's is a symbolic
+  # link, the third one's a FIFO. Both are refused with a line each, the others are written.
+  @tag :tmp_dir
+  test "a symbolic link and a FIFO at the paths of signal reports: refused, the next written",
+       %{tmp_dir: dir} do
+    victim = Path.join(dir, "victim")
+    File.write!(victim, "precious")
+    File.ln_s!(victim, Path.join(dir, "faults-2.txt"))
+    {_, 0} = System.cmd("mkfifo", [Path.join(dir, "faults-3.txt")])
+
+    # Each signal once the one before has been answered (its report written or its line said),
+    # so that no two are taken for one request.
+    script = """
+    cd "$2"
+    "$1" busy 4000 2>err & pid=$!
+    answered() { until grep -qs "$1" "$2" || ! kill -0 $pid 2>/dev/null; do sleep 0.02; done; }
+    sleep 0.2
+    kill -USR2 $pid; answered "end of report 1" faults-1.txt
+    kill -USR2 $pid; answered faults-2.txt err
+    kill -USR2 $pid; answered faults-3.txt err
+    kill -USR2 $pid; answered "end of report 4" faults-4.txt
+    wait $pid; status=$?
+    cat err >&2
+    exit $status
+    """
+
+    {out, status} =
+      run("/bin/sh", ["-c", script, "sh", bin("faults"), dir], [
+        {"MTRACE_REPORT", Path.join(dir, "%n-%s.txt")},
+        {"MTRACE_REPORT_SIGNAL", "USR2"}
+      ])
+
+    assert status == 0
+    assert out =~ ~r/^busy: done$/m
+
+    refused = for n <- 2..3, do: "#{dir}/faults-#{n}.txt: File exists"
+
+    assert Enum.sort(said(out)) ==
+             Enum.map(refused, &"mtrace: cannot create the report file: #{&1}")
+
+    assert File.read!(victim) == "precious"
+    assert {:ok, %{type: :symlink}} = File.lstat(Path.join(dir, "faults-2.txt"))
+    assert {:ok, %{type: :other}} = File.lstat(Path.join(dir, "faults-3.txt"))
+
+    for n <- [1, 4, 5] do
+      r = report!(File.read!(Path.join(dir, "faults-#{n}.txt")))
+      assert r.seq == n and r.complete
+    end
   end
 
   @tag :tmp_dir

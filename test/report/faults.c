@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -42,6 +43,13 @@ static size_t mapped_bytes(void)
 
 static int enomem(void)
 {
+    /* strdup and strndup are asked to copy a string of 80 MiB, made before the limit. */
+    size_t text_len = (size_t)80 << 20;
+    char *text =
+        mmap(NULL, text_len + 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (text == MAP_FAILED) return 2;
+    memset(text, 'x', text_len);
+    text[text_len] = '\0';
     /* 64 MiB more than the process maps now, then asks for 256 MiB: only the kernel says no. */
     struct rlimit r = {mapped_bytes() + (64 << 20), RLIM_INFINITY};
     r.rlim_max = r.rlim_cur;
@@ -64,6 +72,8 @@ static int enomem(void)
     errno = 0, p = memalign(64, big), show("memalign", p, errno);
     errno = 0, p = valloc(big), show("valloc", p, errno);
     errno = 0, p = pvalloc(big), show("pvalloc", p, errno);
+    errno = 0, p = strdup(text), show("strdup", p, errno);
+    errno = 0, p = strndup(text, text_len - 1), show("strndup", p, errno);
     /* And what fits still works. */
     char *s = strdup("still allocating");
     say(s && strcmp(s, "still allocating") == 0 ? "small: ok\n" : "small: failed\n");

@@ -15,7 +15,8 @@ defmodule Mtrace.Test.Report do
 
   @doc """
   Runs program with args and env (a nil value unsets; LD_PRELOAD defaults to the library, give
-  nil to run without it). Options: :cd. Returns {stdout and stderr, exit status}.
+  nil to run without it). Options: :cd, :timeout (seconds, 60). Returns {stdout and stderr, exit
+  status}.
   """
   def run(program, args, env, opts \\ []) do
     # Every variable the library reads, unset unless given: the test node has its own.
@@ -28,7 +29,7 @@ defmodule Mtrace.Test.Report do
     preload = env["LD_PRELOAD"]
     command = if preload, do: ["env", "LD_PRELOAD=#{preload}", program], else: [program]
 
-    System.cmd("timeout", ["60" | command ++ args],
+    System.cmd("timeout", ["#{Keyword.get(opts, :timeout, 60)}" | command ++ args],
       env: Map.to_list(%{env | "LD_PRELOAD" => nil}),
       cd: Keyword.get(opts, :cd, @root),
       stderr_to_stdout: true
