@@ -5,7 +5,13 @@
 set -eu
 cd "$(dirname "$0")"
 # --force-rm: a step that fails leaves no stopped container behind either.
+old=$(docker image inspect --format '{{.Id}}' mtrace 2>/dev/null || true)
 docker build --force-rm -t mtrace .
+# The image the tag left, unless a container still runs it: each change of the sources would
+# otherwise keep its layers for good (all 1.6 GB of them when bin/setup changes).
+if [ -n "$old" ] && [ "$old" != "$(docker image inspect --format '{{.Id}}' mtrace)" ]; then
+  docker rmi "$old" >/dev/null 2>&1 || true
+fi
 [ $# -gt 0 ] || set -- bin/demo
 # --init reaps the daemons' orphans the tests leave to PID 1; -t only when there is a terminal.
 tty=
