@@ -1,0 +1,116 @@
+defmodule Mtrace.Test.Docker do
+  @moduledoc false
+  # The Docker engine and the debian:bookworm base image that ./docker.sh needs, for
+  # docker_test.exs. The engine is shared by the whole machine, and so are the names of its images
+  # (docker.sh builds `mtrace`): every step that starts, imports, builds or runs holds one
+  # machine-wide lock, so that the suites of two checkouts take turns instead of running each
+  # other's image.
+
+  @lock "/tmp/mtrace-docker.lock"
+  @log "/tmp/mtrace-dockerd.log"
+  @clean [{"LD_PRELOAD", nil}, {"MIX_ENV", nil}, {"ERL_AFLAGS", nil}]
+
+  @doc """
+  :ok when a Docker engine answers, after starting dockerd (as root, when none runs and none is
+  starting); {:skip, reason} otherwise. Safe to call again, and from two suites at once: a
+  dockerd is started only when no live one holds /var/run/docker.pid.
+  """
+  def engine do
+    cond do
+      System.find_executable("docker") == nil ->
+        {:skip, "no docker command (bin/setup installs docker.io outside containers)"}
+
+      answers?() ->
+        :ok
+
+      System.find_executable("dockerd") == nil ->
+        {:skip, "no Docker engine answers, and there is no dockerd to start"}
+
+      System.cmd("id", ["-u"]) != {"0\n", 0} ->
+        {:skip, "no Docker engine answers, and starting dockerd needs root"}
+
+      true ->
+        start()
+    end
+  end
+
+  # A daemon that hangs would hang docker info too.
+  defp answers?,
+    do:
+      match?(
+        {_, 0},
+        System.cmd("timeout", ["10", "docker", "info"], env: @clean, stderr_to_stdout: true)
+      )
+
+  # Under the lock: a dockerd is started unless a live one already holds the pid file (then it
+  # is starting, or stuck); either way the engine has 60 s to answer. The daemon runs in a
+  # session of its own, so that the suite's end or a ^C in its terminal does not stop it, and is
+  # left running for the next run.
+  @start ~S"""
+  pid=$(cat /var/run/docker.pid 2>/dev/null || true)
+  if [ -z "$pid" ] || [ "$(cat "/proc/$pid/comm" 2>/dev/null)" != dockerd ]; then
+    pid=$(setsid dockerd </dev/null >>"$1" 2>&1 & echo $!)
+  fi
+  end=$(($(date +%s) + 60))
+  until timeout 10 docker info >/dev/null 2>&1; do
+    kill -0 "$pid" 2>/dev/null || { echo "dockerd exited (see $1)"; exit 1; }
+    [ "$(date +%s)" -lt "$end" ] || { echo "dockerd (pid $pid) did not answer in 60 s (see $1)"; exit 1; }
+    sleep 1
+  done
+  """
+
+  defp start do
+    case locked(["sh", "-c", @start, "sh", @log]) do
+      {_, 0} -> :ok
+      {why, _} -> {:skip, String.trim(why)}
+    end
+  end
+
+  @doc """
+  Makes the debian:bookworm image when the engine has none (no registry is reachable here):
+  debootstrap's minbase from the machine's Debian mirror, imported. Raises with the output on
+  failure.
+  """
+  def base! do
+    script = ~S"""
+    docker image inspect debian:bookworm >/dev/null 2>&1 && exit 0
+    root=$(mktemp -d)
+    trap 'rm -rf "$root"' EXIT
+    debootstrap --variant=minbase bookworm "$root" "$1"
+    tar -C "$root" -c . | docker import - debian:bookworm
+    """
+
+    {out, status} = locked(["sh", "-ec", script, "sh", mirror()])
+    ExUnit.Assertions.assert(status == 0, out)
+  end
+
+  @doc """
+  The machine's Debian mirror: the one apt fetches bookworm's main component from, as apt itself
+  reads its sources (either format, any file); deb.debian.org when it names none.
+  """
+  def mirror do
+    {out, _} =
+      System.cmd("apt-get", ["indextargets", "--format", "$(REPO_URI) $(RELEASE) $(COMPONENT)"],
+        env: @clean
+      )
+
+    Enum.find_value(String.split(out, "\n"), "http://deb.debian.org/debian", fn line ->
+      case String.split(line) do
+        [uri, "bookworm", "main"] -> uri
+        _ -> nil
+      end
+    end)
+  end
+
+  @doc """
+  Runs a command in dir while holding the machine-wide lock (held by flock itself: a daemon the
+  command starts does not inherit it), with the suite's preload and Mix
+  environment cleared and no terminal: {output, exit status}.
+  """
+  def locked(args, dir \\ File.cwd!()),
+    do:
+      System.cmd("flock", ["--close", @lock | args], cd: dir, env: @clean, stderr_to_stdout: true)
+
+  @doc "docker with args, outside the lock: {output, exit status}."
+  def docker(args), do: System.cmd("docker", args, env: @clean, stderr_to_stdout: true)
+end
