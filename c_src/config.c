@@ -29,11 +29,15 @@ static const char *const fork_modes[] = {"report", "none", NULL};
 _Static_assert(sizeof(enum mt_unwind) == sizeof(int), "MTRACE_UNWIND is read as an int");
 
 #define NUMBER(n, l, h, field, unset_, what)                                                       \
-    {.name = n, .kind = MT_OPTION_NUMBER, .lo = l, .hi = h, .number = &mt_config.field,           \
-     .unset = unset_, .meaning = what}
+    {                                                                                              \
+        .name = n, .kind = MT_OPTION_NUMBER, .lo = l, .hi = h, .number = &mt_config.field,         \
+        .unset = unset_, .meaning = what                                                           \
+    }
 #define TEXT(n, field, what)                                                                       \
-    {.name = n, .kind = MT_OPTION_TEXT, .hi = 1023, .text = &mt_config.field, .secure = 1,        \
-     .unset = "unset", .meaning = what}
+    {                                                                                              \
+        .name = n, .kind = MT_OPTION_TEXT, .hi = 1023, .text = &mt_config.field, .secure = 1,      \
+        .unset = "unset", .meaning = what                                                          \
+    }
 
 /* Every MTRACE_* variable the library reads, in the order the README lists them. */
 const struct mt_option mt_options[] = {
@@ -46,14 +50,20 @@ const struct mt_option mt_options[] = {
     NUMBER("MTRACE_DEPTH", 2, MT_DEPTH_MAX, depth, NULL,
            "frames kept per stack, the intercepted function's included"),
     NUMBER("MTRACE_STACKS", 16, (size_t)1 << 24, stacks, NULL, "distinct stacks kept"),
-    {.name = "MTRACE_UNWIND", .kind = MT_OPTION_CHOICE, .choices = unwinders,
+    {.name = "MTRACE_UNWIND",
+     .kind = MT_OPTION_CHOICE,
+     .choices = unwinders,
      .choice = (int *)&mt_config.unwind,
      .meaning = "libunwind (DWARF), fp (frame pointers) or erlang (on through Erlang frames)"},
     NUMBER("MTRACE_SAMPLE", 0, (size_t)1 << 40, sample, NULL,
            "record about one allocation per this many bytes; 0 records every one"),
     TEXT("MTRACE_REPORT", report, "the exit report: stderr, none or a path (%p pid, %n name)"),
-    {.name = "MTRACE_REPORT_SIGNAL", .kind = MT_OPTION_SIGNAL, .choice = &mt_config.report_signal,
-     .secure = 1, .unset = "unset", .meaning = "a signal that writes an incremental report"},
+    {.name = "MTRACE_REPORT_SIGNAL",
+     .kind = MT_OPTION_SIGNAL,
+     .choice = &mt_config.report_signal,
+     .secure = 1,
+     .unset = "unset",
+     .meaning = "a signal that writes an incremental report"},
     NUMBER("MTRACE_REPORT_TOP", 0, (size_t)1 << 30, report_top, NULL,
            "call sites a report shows; 0 for all"),
     NUMBER("MTRACE_REPORT_DEPTH", 0, MT_DEPTH_MAX, report_depth, NULL,
@@ -66,18 +76,23 @@ const struct mt_option mt_options[] = {
     NUMBER("MTRACE_CSV_PERIOD", 1, 86400, csv_period, NULL, "seconds between two exports"),
     NUMBER("MTRACE_CSV_MAX", 0, (size_t)1 << 60, csv_max, NULL,
            "bytes past which the CSV file restarts; 0 for no limit"),
-    {.name = "MTRACE_FORK", .kind = MT_OPTION_CHOICE, .choices = fork_modes,
+    {.name = "MTRACE_FORK",
+     .kind = MT_OPTION_CHOICE,
+     .choices = fork_modes,
      .choice = &mt_config.fork,
      .meaning = "report: forked children write their own exit report; none: they write none"},
-    {.name = "MTRACE_DEBUG_DIRS", .kind = MT_OPTION_TEXT, .hi = 4095, .text = &mt_config.debug_dirs,
-     .secure = 1, .unset = "unset",
+    {.name = "MTRACE_DEBUG_DIRS",
+     .kind = MT_OPTION_TEXT,
+     .hi = 4095,
+     .text = &mt_config.debug_dirs,
+     .secure = 1,
+     .unset = "unset",
      .meaning = "directories (colon-separated) of separate debug files, before /usr/lib/debug"},
     NUMBER("MTRACE_REPORT_PID", 0, (size_t)1 << 22, report_pid, "unset",
            "only the process of this pid writes reports (bin/mtrace run)"),
 };
 
 const size_t mt_options_count = COUNT(mt_options);
-
 
 static size_t join(char *buf, size_t cap, const char *const *parts, size_t count)
 {
@@ -238,9 +253,15 @@ void mt_config_load(void)
         const char *s = getenv(o->name);
         if (!s || (o->secure && refused(o->name, s))) continue;
         switch (o->kind) {
-        case MT_OPTION_NUMBER: load_number(o->name, s, o->lo, o->hi, o->number); break;
-        case MT_OPTION_TEXT: *o->text = load_text(o->name, s, o->hi); break;
-        case MT_OPTION_SIGNAL: *o->choice = load_signal(o->name, s); break;
+        case MT_OPTION_NUMBER:
+            load_number(o->name, s, o->lo, o->hi, o->number);
+            break;
+        case MT_OPTION_TEXT:
+            *o->text = load_text(o->name, s, o->hi);
+            break;
+        case MT_OPTION_SIGNAL:
+            *o->choice = load_signal(o->name, s);
+            break;
         case MT_OPTION_CHOICE: {
             int v = load_choice(o->name, s, o->choices, *o->choice);
             if (v >= 0) *o->choice = v;

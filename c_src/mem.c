@@ -13,8 +13,8 @@ static size_t forgotten;
 void *mt_mem_map(size_t len)
 {
     int e = errno;
-    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
+    void *p =
+        mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     errno = e;
     if (p == MAP_FAILED) return NULL;
     for (size_t i = 0; i < MT_MEM_REGIONS; i++) {

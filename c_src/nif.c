@@ -141,8 +141,8 @@ static int stack_matches(struct filter *f, uint32_t id)
                 fr[0] = mt_symbolize_function(id, ips[i], 0);
             for (int j = 0; j < k; j++) {
                 library = library || (fr[j].path && strstr(fr[j].path, f->library));
-                function = function || (!fr[j].erlang && fr[j].function &&
-                                        strstr(fr[j].function, f->function));
+                function = function ||
+                           (!fr[j].erlang && fr[j].function && strstr(fr[j].function, f->function));
                 erlang = erlang || erlang_matches(f, &fr[j]);
             }
         }
@@ -292,8 +292,9 @@ struct tally {
 };
 
 /* sites(filter, split_ns) -> {now_ns, [{stack_id, bytes_before, blocks_before, bytes_after,
- * blocks_after, oldest_age_ns}]}: when the snapshot was taken, and the live records that pass the filter, summed by stack, those allocated at
- * or before split_ns (CLOCK_MONOTONIC_COARSE) apart from those after it (a mark, diff/2). */
+ * blocks_after, oldest_age_ns}]}: when the snapshot was taken, and the live records that pass
+ * the filter, summed by stack, those allocated at or before split_ns (CLOCK_MONOTONIC_COARSE)
+ * apart from those after it (a mark, diff/2). */
 static ERL_NIF_TERM sites(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     struct filter f;
@@ -407,17 +408,17 @@ static ERL_NIF_TERM leaks(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         items[k++] = enif_make_tuple_from_array(env, t, 5);
     }
     ERL_NIF_TERM keys[] = {
-        enif_make_atom(env, "threads"),      enif_make_atom(env, "threads_stopped"),
-        enif_make_atom(env, "pause_ns"),     enif_make_atom(env, "root_bytes"),
-        enif_make_atom(env, "block_bytes"),  enif_make_atom(env, "unreadable_bytes"),
+        enif_make_atom(env, "threads"),         enif_make_atom(env, "threads_stopped"),
+        enif_make_atom(env, "pause_ns"),        enif_make_atom(env, "root_bytes"),
+        enif_make_atom(env, "block_bytes"),     enif_make_atom(env, "unreadable_bytes"),
         enif_make_atom(env, "reachable_bytes"), enif_make_atom(env, "reachable_blocks"),
         enif_make_atom(env, "live_blocks"),
     };
     ERL_NIF_TERM vals[] = {
-        enif_make_uint64(env, r.threads),      enif_make_uint64(env, r.stopped),
-        enif_make_uint64(env, r.pause_ns),     enif_make_uint64(env, r.root_bytes),
-        enif_make_uint64(env, r.block_bytes),  enif_make_uint64(env, r.unreadable_bytes),
-        enif_make_uint64(env, kept_bytes),     enif_make_uint64(env, kept_blocks),
+        enif_make_uint64(env, r.threads),     enif_make_uint64(env, r.stopped),
+        enif_make_uint64(env, r.pause_ns),    enif_make_uint64(env, r.root_bytes),
+        enif_make_uint64(env, r.block_bytes), enif_make_uint64(env, r.unreadable_bytes),
+        enif_make_uint64(env, kept_bytes),    enif_make_uint64(env, kept_blocks),
         enif_make_uint64(env, r.snap.heap),
     };
     ERL_NIF_TERM info, pair[2];

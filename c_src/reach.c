@@ -12,9 +12,9 @@
 #include <unistd.h>
 
 #include "account.h"
-#include "table.h"
 #include "mem.h"
 #include "recorder.h"
+#include "table.h"
 #include "world.h"
 
 #define BUF ((size_t)1 << 20)
@@ -434,8 +434,8 @@ int mt_reach_run(struct mt_reach *r, int at_exit)
         errno = e;
         return -1;
     }
-    struct ctx c = {.r = r, .s = &r->snap, .pid = getpid(), .world = &world,
-                    .self = MT_SNAPSHOT_NONE};
+    struct ctx c = {
+        .r = r, .s = &r->snap, .pid = getpid(), .world = &world, .self = MT_SNAPSHOT_NONE};
     if (mt_snapshot_take(&r->snap, MT_SNAPSHOT_BY_ADDRESS) != 0) goto out;
     size_t n = r->snap.n ? r->snap.n : 1;
     r->map_len = n + n * sizeof(size_t) + BUF + 64;
@@ -456,7 +456,8 @@ int mt_reach_run(struct mt_reach *r, int at_exit)
     mark_from_roots(&c, own_lo, own_hi);
     if (!at_exit) scan_words(&c, here.uc_mcontext.gregs, sizeof here.uc_mcontext.gregs);
     stack_t alt;
-    if (sigaltstack(NULL, &alt) == 0 && !(alt.ss_flags & SS_DISABLE)) keep(&c, (uintptr_t)alt.ss_sp);
+    if (sigaltstack(NULL, &alt) == 0 && !(alt.ss_flags & SS_DISABLE))
+        keep(&c, (uintptr_t)alt.ss_sp);
     drain(&c);
     classify_lost(&c);
     rc = 0;

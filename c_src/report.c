@@ -16,10 +16,10 @@
 
 struct site {
     uint32_t id;
-    int n;                   /* frames shown */
-    const uintptr_t *ips;    /* the stack's frames, interned (immutable) */
-    int64_t bytes, blocks;   /* live report: live (or lost, at exit); changes report: net */
-    uint64_t ab, an, fb, fn; /* changes report: allocated and freed since the baseline */
+    int n;                    /* frames shown */
+    const uintptr_t *ips;     /* the stack's frames, interned (immutable) */
+    int64_t bytes, blocks;    /* live report: live (or lost, at exit); changes report: net */
+    uint64_t ab, an, fb, fn;  /* changes report: allocated and freed since the baseline */
     int64_t direct, indirect; /* lost blocks, at exit */
 };
 
@@ -285,8 +285,8 @@ static void summary(struct mt_out *o, const struct mt_report_req *req, const str
     if (st.calls[MT_TRACK]) {
         amount(o, "  tracked (mtrace_track): ",
                counted ? load(&mt_account.tracked_bytes) : g->tracked_bytes,
-               mt_blocks(counted ? load(&mt_account.tracked_blocks) : g->tracked_units),
-               "resource", 0);
+               mt_blocks(counted ? load(&mt_account.tracked_blocks) : g->tracked_units), "resource",
+               0);
         mt_out_str(o, "\n");
     }
     mt_out_str(o, "  calls:");
@@ -591,8 +591,11 @@ int mt_report_write(int fd, const struct mt_report_req *req)
     mt_out_init(&o, fd);
     title(&o, req);
     summary(&o, req, &g);
-    print_sites(&o, req, req->base ? NULL : req->at_exit ? "leaks" : "live", sites, n,
-                req->base ? &all : NULL);
+    print_sites(&o, req,
+                req->base      ? NULL
+                : req->at_exit ? "leaks"
+                               : "live",
+                sites, n, req->base ? &all : NULL);
     if (g.split && mt_config.report_reachable) {
         mt_out_str(&o, "\n");
         print_sites(&o, req, "still reachable", sites, live_sites(sites, ids, g.kept), NULL);

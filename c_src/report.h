@@ -39,10 +39,11 @@ struct mt_report_req {
 int mt_report_write(int fd, const struct mt_report_req *req);
 
 /* One frame, as valgrind prints it: "function (file:line)" (the file's base name) when DWARF
- * knows the line, else "function (path)", "path+0xoffset" without a name, "'Mod':fun/arity (erlang)"
- * for JIT code the BEAM's perf map names, "?? (no module)" outside any module; " [unloaded]" follows a frame of a library unloaded since, and
- * "?? (unloaded or replaced)" stands for one whose library is not known (symbols.h). With quoted
- * set, as the inside of a quoted CSV field. */
+ * knows the line, else "function (path)", "path+0xoffset" without a name, "'Mod':fun/arity
+ * (erlang)" for JIT code the BEAM's perf map names, "?? (no module)" outside any module;
+ * " [unloaded]" follows a frame of a library unloaded since, and "?? (unloaded or replaced)"
+ * stands for one whose library is not known (symbols.h). With quoted set, as the inside of a
+ * quoted CSV field. */
 void mt_report_frame(struct mt_out *o, const struct mt_frame_info *f, int quoted);
 
 /* Frames shown of a stack of n: MTRACE_REPORT_DEPTH, at most n. */

@@ -11,8 +11,8 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -27,8 +27,8 @@
 #include "writer.h"
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static int started;     /* the exit report (or CSV) is armed in this copy */
-static pid_t first_pid; /* the process that started; a forked child has another pid */
+static int started;       /* the exit report (or CSV) is armed in this copy */
+static pid_t first_pid;   /* the process that started; a forked child has another pid */
 static unsigned numbered; /* reports this process has numbered */
 static char prog[NAME_MAX + 1];
 static struct mt_tally *signal_base, *snapshot_base;

@@ -31,7 +31,7 @@ enum { MT_SNAPSHOT_ANY_ORDER, MT_SNAPSHOT_BY_ADDRESS };
 struct mt_snapshot {
     struct mt_record *rec; /* n records, by address if asked, else in the table's order */
     size_t n;
-    size_t heap; /* by address: rec[0 .. heap) are heap blocks, the rest tracked resources */
+    size_t heap;     /* by address: rec[0 .. heap) are heap blocks, the rest tracked resources */
     uint64_t now_ns; /* CLOCK_MONOTONIC_COARSE when taken, the clock of the records' times */
     /* the index (1 MiB region -> the records that touch it) and the memory behind it all */
     struct mt_snapshot_region *index;

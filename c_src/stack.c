@@ -553,8 +553,8 @@ static uint32_t unwind(struct entry *e, const struct mt_site *site, uintptr_t hi
     if (e && same_key(e, site)) {
         if (e->n != UNCHECKABLE) e->n = 0;
         if (e->seen < WALK_AFTER) e->seen++;
-        exact = e->n != UNCHECKABLE &&
-                (unwind_mode == MT_UNWIND_FP || e->jit || e->seen == WALK_AFTER);
+        exact =
+            e->n != UNCHECKABLE && (unwind_mode == MT_UNWIND_FP || e->jit || e->seen == WALK_AFTER);
     } else if (e) {
         *e = (struct entry){.sp = site->sp, .ret = site->ret, .hook_ip = site->hook_ip, .seen = 1};
         exact = unwind_mode == MT_UNWIND_FP;

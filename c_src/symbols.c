@@ -120,8 +120,7 @@ static size_t hash_entry(const struct module *m, uintptr_t a, int mode)
 static struct entry *find_entry(const struct module *m, uintptr_t a, int mode)
 {
     if (!entries_cap) return NULL;
-    for (size_t i = hash_entry(m, a, mode) & (entries_cap - 1);;
-         i = (i + 1) & (entries_cap - 1)) {
+    for (size_t i = hash_entry(m, a, mode) & (entries_cap - 1);; i = (i + 1) & (entries_cap - 1)) {
         struct entry *e = &entries[i];
         if (!e->m) return NULL;
         if (e->m == m && e->a == a && e->mode == mode) return e;

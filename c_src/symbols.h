@@ -13,15 +13,16 @@
  *   was purged and other code loaded at its address, the latest line that may have been there
  *   when the stack was made names it: a stack made before the reload, read only after it, may
  *   get the new code's name.
- * - Two backends behind one answer for native code. Function names come from the ELF .symtab (static functions
- *   included), else .dynsym with the .symtab of a .gnu_debugdata section (MiniDebugInfo); the
- *   function an address is in keeps its symbol table name, DWARF's when no table names it, and
- *   inlined functions have DWARF's names. Source file and line, and the functions inlined at
- *   the address, come from DWARF through libdwfl, in the file itself or in a separate debug file
- *   found by build id (DIR/.build-id/xx/yyyy.debug) or by .gnu_debuglink (beside the file, in
- *   its .debug directory, or under DIR plus the file's directory), for each DIR of
- *   MTRACE_DEBUG_DIRS (colon-separated, read once) and then /usr/lib/debug. debuginfod is never
- *   asked. Without DWARF a frame has no file and line, and no inlined frames.
+ * - Two backends behind one answer for native code. Function names come from the ELF .symtab
+ *   (static functions included), else .dynsym with the .symtab of a .gnu_debugdata section
+ *   (MiniDebugInfo); the function an address is in keeps its symbol table name, DWARF's when
+ *   no table names it, and inlined functions have DWARF's names. Source file and line, and the
+ *   functions inlined at the address, come from DWARF through libdwfl, in the file itself or in
+ *   a separate debug file found by build id (DIR/.build-id/xx/yyyy.debug) or by
+ *   .gnu_debuglink (beside the file, in its .debug directory, or under DIR plus the file's
+ *   directory), for each DIR of MTRACE_DEBUG_DIRS (colon-separated, read once) and then
+ *   /usr/lib/debug. debuginfod is never asked. Without DWARF a frame has no file and line, and
+ *   no inlined frames.
  * - Demangling (C++ and Rust) is done by libiberty's cplus_demangle in this process: no shell,
  *   no subprocess.
  * - Strings returned are interned and stay valid for the life of the process; the caller never

@@ -32,8 +32,8 @@
 
 struct mt_world_thread {
     pid_t tid;
-    int stopped;    /* its handler ran and it waits */
-    uintptr_t sp;   /* stack pointer where it was stopped, 0 when unknown */
+    int stopped;  /* its handler ran and it waits */
+    uintptr_t sp; /* stack pointer where it was stopped, 0 when unknown */
     uintptr_t regs[MT_WORLD_REGS];
     uintptr_t altstack; /* its sigaltstack, which only the kernel may point to; 0 when none */
 };
@@ -41,7 +41,7 @@ struct mt_world_thread {
 struct mt_world {
     struct mt_world_thread *t; /* the other threads */
     size_t n, stopped, running;
-    int signal;      /* the signal used, 0 when none could be */
+    int signal;       /* the signal used, 0 when none could be */
     uint64_t stop_ns; /* CLOCK_MONOTONIC when the stop started, for the pause's length */
 };
 

@@ -72,4 +72,23 @@ defmodule Mtrace.CTest do
 
     assert {status, out} == {0, ""}
   end
+
+  # .clang-format settles the layout of every C and C++ file, the tests' own included.
+  test "the C sources are laid out as clang-format lays them out" do
+    root = Path.expand("..", __DIR__)
+
+    sources =
+      Path.wildcard(Path.join(root, "{c_src,bench,test}/**/*.{c,h,cc}"))
+      |> Enum.reject(&String.contains?(&1, "/_build/"))
+
+    assert length(sources) > 50
+
+    {out, status} =
+      System.cmd("clang-format", ["--dry-run", "--Werror" | sources],
+        env: [{"LD_PRELOAD", nil}],
+        stderr_to_stdout: true
+      )
+
+    assert {status, out} == {0, ""}
+  end
 end

@@ -23,8 +23,8 @@ NAMED static void *plain_static(size_t n)
 
 int main(void)
 {
-    outer_static(4242);       /* site:main_outer */
-    plain_static(2424);       /* site:main_plain */
+    outer_static(4242); /* site:main_outer */
+    plain_static(2424); /* site:main_plain */
     say("inlineprog: done\n");
     return 0;
 }

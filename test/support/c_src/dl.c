@@ -76,10 +76,8 @@ static ERL_NIF_TERM free_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]
 }
 
 static ErlNifFunc funcs[] = {
-    {"open", 1, open_nif, 0},
-    {"call", 3, call_nif, 0},
-    {"close", 1, close_nif, 0},
-    {"close_unseen", 1, close_unseen_nif, 0},
+    {"open", 1, open_nif, 0},   {"call", 3, call_nif, 0},
+    {"close", 1, close_nif, 0}, {"close_unseen", 1, close_unseen_nif, 0},
     {"free", 1, free_nif, 0},
 };
 

@@ -331,8 +331,8 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
 {
     (void)priv;
     (void)info;
-    buffer_type = enif_open_resource_type(env, NULL, "buffer", buffer_dtor, ERL_NIF_RT_CREATE,
-                                          NULL);
+    buffer_type =
+        enif_open_resource_type(env, NULL, "buffer", buffer_dtor, ERL_NIF_RT_CREATE, NULL);
     return buffer_type ? 0 : 1;
 }
 
