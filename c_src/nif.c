@@ -367,12 +367,16 @@ static ERL_NIF_TERM incomplete(ErlNifEnv *env)
 /* leaks(min_age_ns) -> {[{address, size, age_ns, stack_id, direct}], info} */
 static ERL_NIF_TERM leaks(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
-    ErlNifUInt64 min_age;
+    struct filter f;
     (void)argc;
-    if (!enif_get_uint64(env, argv[0], &min_age)) return enif_make_badarg(env);
-    if (!mt_active()) return atom_not_preloaded;
+    if (get_filter(env, argv[0], &f) != 0) return enif_make_badarg(env);
+    if (!mt_active()) {
+        enif_free(f.memo);
+        return atom_not_preloaded;
+    }
     ERL_NIF_TERM why = incomplete(env);
     if (why) {
+        enif_free(f.memo);
         ERL_NIF_TERM pair[2] = {atom_error, why};
         return enif_make_tuple_from_array(env, pair, 2);
     }
@@ -380,24 +384,29 @@ static ERL_NIF_TERM leaks(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     struct mt_reach r;
     if (mt_reach_run(&r, 0) != 0) {
         mt_guard_release();
+        enif_free(f.memo);
         return enif_raise_exception(env, atom_enomem);
     }
+    /* The filter is applied after the mark, which reads every block: a block outside the filter
+     * may be the only way to one inside it. Symbolizing for it runs with the threads going. */
+    uint8_t *shown = enif_alloc(r.snap.heap ? r.snap.heap : 1);
     size_t lost = 0;
     uint64_t kept_bytes = 0, kept_blocks = 0;
-    for (size_t i = 0; i < r.snap.heap; i++) {
-        int state = r.state[i];
-        if (state == MT_REACH_REACHABLE) {
+    for (size_t i = 0; shown && i < r.snap.heap; i++) {
+        shown[i] = 0;
+        if (r.state[i] == MT_REACH_REACHABLE) {
             kept_bytes += r.snap.rec[i].size;
             kept_blocks++;
-        } else if (mt_snapshot_age(&r.snap, &r.snap.rec[i]) >= min_age) {
+        } else if (wanted(&f, &r.snap, &r.snap.rec[i])) {
+            shown[i] = 1;
             lost++;
         }
     }
-    ERL_NIF_TERM *items = enif_alloc((lost ? lost : 1) * sizeof *items);
+    ERL_NIF_TERM *items = shown ? enif_alloc((lost ? lost : 1) * sizeof *items) : NULL;
     size_t k = 0;
     for (size_t i = 0; items && i < r.snap.heap; i++) {
         const struct mt_record *b = &r.snap.rec[i];
-        if (r.state[i] == MT_REACH_REACHABLE || mt_snapshot_age(&r.snap, b) < min_age) continue;
+        if (!shown[i]) continue;
         ERL_NIF_TERM t[5] = {
             enif_make_uint64(env, b->addr),
             enif_make_uint64(env, b->size),
@@ -426,8 +435,11 @@ static ERL_NIF_TERM leaks(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     pair[0] = enif_make_list_from_array(env, items, (unsigned)k);
     pair[1] = info;
     enif_free(items);
+    enif_free(shown);
+    enif_free(f.memo);
     mt_reach_drop(&r);
     mt_guard_release();
+    if (!items) return enif_raise_exception(env, atom_enomem);
     return enif_make_tuple_from_array(env, pair, 2);
 }
 

@@ -8,7 +8,7 @@ defmodule Mtrace do
   `priv/mtrace.so` is preloaded into the node (`LD_PRELOAD`), intercepts the malloc family, and
   keeps a table of live allocations with their backtraces; this module reads that table.
 
-      $ LD_PRELOAD=$(pwd)/priv/mtrace.so iex -S mix
+      $ eval "$(mix mtrace.preload) iex -S mix"
 
       Mtrace.leaks()
       #=> [%Mtrace.Site{bytes: 4096, blocks: 1, direct_blocks: 1, oldest_age: 12.5,
@@ -147,6 +147,9 @@ defmodule Mtrace do
 
     * `:min_age` - seconds a block must have lived; younger ones may be in flight (just
       allocated, not stored yet). Default `1`.
+    * `:max_age` - at most this many seconds old. Default `nil` (no limit).
+    * `:min_size` - only blocks of at least this many bytes. Default `0`.
+    * `:since` - only blocks allocated after this `Mtrace.mark/0`: what was lost since.
     * `:library` - only sites whose stack passes through a library whose path contains this
       string. Default `nil` (all).
     * `:function` - only sites with a frame whose function name contains this string, or
@@ -154,6 +157,7 @@ defmodule Mtrace do
     * `:erlang` - only sites whose stack passes through this Erlang function, as in `olds/2`.
     * `:blocks` - when `true`, one `Mtrace.Site` per block, with its `address`. Default `false`.
     * `:demangle` - C++ and Rust names demangled. Default `true`.
+    * `:nodes`, `:timeout` - as in `top/2`: each node's answer, in a map.
 
   Raises `Mtrace.IncompleteError` when some live blocks have no record (sampling, drops, or
   after `reset/0`), since a block they point to would be called lost wrongly;
@@ -201,7 +205,7 @@ defmodule Mtrace do
   end
 
   defp leaks_here(opts) do
-    case Nif.leaks_nif(Options.ns(opts[:min_age])) |> preloaded!() do
+    case Nif.leaks_nif(Options.filter(opts)) |> preloaded!() do
       {:error, reason} ->
         raise Mtrace.IncompleteError, reason: reason
 
@@ -256,6 +260,11 @@ defmodule Mtrace do
     * `:min_age`, `:max_age`, `:min_size`, `:library`, `:function`, `:erlang`, `:since` - as in
       `olds/2` (`:function` also takes a `Regex`).
     * `:demangle` - default `true`.
+    * `:nodes` - ask these nodes over distribution (this one too, when listed): the answer is
+      a map of each node to its result or to `{:error, reason}`, `reason` being
+      `:not_preloaded`, `:no_mtrace` (mtrace is not loaded there), `:timeout`, `:noconnection`
+      or `{:exception, e}`. Default `nil` (this node only).
+    * `:timeout` - milliseconds for all the nodes' answers. Default `15_000`.
 
   ## Examples
 
@@ -345,8 +354,12 @@ defmodule Mtrace do
   and the net (`bytes`, `blocks`), largest growth first. Sites that did not change are left out.
   Two marks around a workload show only its growth.
 
-  Takes the options of `top/2` but `:since`. A diff across a `reset/0` logs a warning: the
-  blocks live at the reset lost their records, and read as freed.
+  Takes the options of `top/2` that say which stacks to show: `:group`, `:library`, `:function`,
+  `:erlang`, `:demangle`, `:nodes` and `:timeout`. A mark keeps each stack's totals, not its
+  blocks, so a filter on a block's size or age (`:min_size`, `:min_age`, `:max_age`) would
+  count the blocks it leaves out as freed: `diff/2` refuses them, and `:since`, with
+  `ArgumentError`. A diff across a `reset/0` logs a warning: the blocks live at the reset lost
+  their records, and read as freed.
 
   ## Examples
 

@@ -117,22 +117,32 @@ defmodule Mtrace.LeaksTest do
     assert stats.nif_alloc_visible and stats.resources_visible
   end
 
-  test "options: blocks, min_age and library; and why leaks/1 refuses after a reset" do
-    {_sites, {blocks, young, other, refused}} =
+  test "options: blocks, the block filters and library; and why leaks/1 refuses after a reset" do
+    {sites, {blocks, young, other, refused, filtered}} =
       exact([{"lost_node", 192, 3, 1, 2}], fn ->
         in_node("""
+        before = Mtrace.mark()
         :ok = Lost.lose_list(3)
+        later = Mtrace.mark()
         Process.sleep(1100)
         sites = Mtrace.leaks(library: "lost.so")
         blocks = Mtrace.leaks(blocks: true, library: "lost.so")
         young = Mtrace.leaks(min_age: 3600)
         other = Mtrace.leaks(library: "no-such-library")
+        filtered =
+          for opts <- [[since: before], [min_size: 64], [since: later], [min_size: 65], [max_age: 1]],
+              do: #{@lost_sites}.(Mtrace.leaks([library: "lost.so"] ++ opts))
         Mtrace.reset()
         refused = try do Mtrace.leaks() rescue e in Mtrace.IncompleteError -> Exception.message(e) end
         {#{@lost_sites}.(sites),
-         {Enum.map(blocks, &{&1.address, &1.bytes, &1.blocks, &1.direct_blocks}), young, other, refused}}
+         {Enum.map(blocks, &{&1.address, &1.bytes, &1.blocks, &1.direct_blocks}), young, other, refused,
+          filtered}}
         """)
       end)
+
+    # The list was lost after the first mark and before the second; its nodes are 64 bytes, and
+    # more than a second old.
+    assert filtered == [sites, sites, [], [], []]
 
     assert length(blocks) == 3
     assert Enum.all?(blocks, fn {address, 64, 1, _} -> is_integer(address) and address > 0 end)

@@ -258,8 +258,14 @@ defmodule MtraceTest do
 
     assert_raise ArgumentError, ~r/^Mtrace.top\/2: n must be/, fn -> Mtrace.top(-1) end
 
-    assert_raise ArgumentError, ~r/unknown option :since/, fn ->
-      Mtrace.diff(Mtrace.mark(), since: 1)
+    # A mark keeps each stack's totals: a filter on blocks would count those it leaves out as
+    # freed.
+    mark = Mtrace.mark()
+
+    for bad <- [[since: mark], [min_size: 1], [min_age: 0], [max_age: 10]] do
+      assert_raise ArgumentError, ~r/filters blocks, and a mark keeps each stack's totals/, fn ->
+        Mtrace.diff(mark, bad)
+      end
     end
 
     assert_raise ArgumentError, ~r/function must be a string, a Regex/, fn ->

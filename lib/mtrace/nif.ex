@@ -19,14 +19,14 @@ defmodule Mtrace.Nif do
           {non_neg_integer(), [tuple()]} | :not_preloaded
   def sites_nif(_filter, _split_ns), do: :erlang.nif_error(:not_loaded)
 
-  @spec leaks_nif(non_neg_integer()) ::
+  @spec leaks_nif(tuple()) ::
           {[
              {non_neg_integer(), non_neg_integer(), non_neg_integer(), non_neg_integer(),
               boolean()}
            ], map()}
           | {:error, term()}
           | :not_preloaded
-  def leaks_nif(_min_age_ns), do: :erlang.nif_error(:not_loaded)
+  def leaks_nif(_filter), do: :erlang.nif_error(:not_loaded)
 
   @spec frames_nif([non_neg_integer()], boolean()) :: [[tuple()]]
   def frames_nif(_stack_ids, _demangle), do: :erlang.nif_error(:not_loaded)

@@ -16,14 +16,19 @@ defmodule Mtrace.Options do
 
   @cluster [nodes: nil, timeout: 15_000]
 
+  # A mark keeps each stack's totals, not its blocks: diff/2 (and the watch) can filter only by
+  # what a stack is, never by a block's size or age.
+  @by_stack [:library, :function, :erlang]
+
   @defaults %{
     olds: [demangle: false] ++ @filters,
     leaks: [demangle: true, blocks: false] ++ Keyword.put(@filters, :min_age, 1) ++ @cluster,
     top: [demangle: true, group: :stack] ++ @filters ++ @cluster,
-    diff: [demangle: true, group: :stack] ++ Keyword.delete(@filters, :since) ++ @cluster,
+    diff: [demangle: true, group: :stack] ++ Keyword.take(@filters, @by_stack) ++ @cluster,
     mark: @cluster,
     stats: @cluster,
-    watch: [interval: 10_000, n: 5, count: nil, group: :stack] ++ Keyword.delete(@filters, :since)
+    watch:
+      [interval: 10_000, n: 5, count: nil, group: :stack] ++ Keyword.take(@filters, @by_stack)
   }
 
   @max_u64 0xFFFF_FFFF_FFFF_FFFF
@@ -39,22 +44,29 @@ defmodule Mtrace.Options do
       {:ok, valid} ->
         Enum.map(valid, fn {key, value} -> {key, check!(name, key, value)} end)
 
-      {:error, unknown} ->
+      {:error, [key | _]} ->
+        why =
+          if reader in [:diff, :watch] and Keyword.has_key?(@filters, key),
+            do:
+              "#{inspect(key)} filters blocks, and a mark keeps each stack's totals, not its blocks",
+            else: "unknown option #{inspect(key)}"
+
         raise ArgumentError,
-              "#{name}: unknown option #{inspect(hd(unknown))}; " <>
+              "#{name}: #{why}; " <>
                 "the options are #{defaults |> Keyword.keys() |> Enum.map_join(", ", &inspect/1)}"
     end
   end
 
   @doc """
   The filter term of nif.c: {min_age_ns, max_age_ns, since_ns, min_size, library, function,
-  erlang}. A Regex function is matched on the Elixir side (Mtrace.Sites), so C gets nil for it;
+  erlang}; a block filter left out (diff/2 takes none) passes every block. A Regex function is
+  matched on the Elixir side (Mtrace.Sites), so C gets nil for it;
   erlang is the start of the names the perf map gives ("'Elixir.Mod':fun/"), see erlang_mfa/1.
   """
   @spec filter(keyword()) :: tuple()
   def filter(opts) do
-    {ns(opts[:min_age]), if(opts[:max_age], do: ns(opts[:max_age]), else: @max_u64),
-     if(opts[:since], do: opts[:since].time_ns, else: 0), opts[:min_size], opts[:library],
+    {ns(opts[:min_age] || 0), if(opts[:max_age], do: ns(opts[:max_age]), else: @max_u64),
+     if(opts[:since], do: opts[:since].time_ns, else: 0), opts[:min_size] || 0, opts[:library],
      if(is_binary(opts[:function]), do: opts[:function]),
      if(opts[:erlang], do: erlang_prefix(erlang_mfa(opts[:erlang])))}
   end

@@ -14,8 +14,7 @@ defmodule Mtrace.Watch do
     * `:interval` - milliseconds between two reports. Default `10_000`.
     * `:n` - sites per report, largest growth first. Default `5`.
     * `:count` - reports to write before stopping; `nil` (the default) for no end.
-    * `:group`, `:min_age`, `:max_age`, `:min_size`, `:library`, `:function`, `:erlang` - as
-      in `Mtrace.diff/2`.
+    * `:group`, `:library`, `:function`, `:erlang` - as in `Mtrace.diff/2`.
 
   A report is one log entry at level `:info`, a line a site, `+bytes in +blocks` and the site's
   first frames; sites that did not grow are left out, and nothing is logged when none grew. On a
@@ -55,8 +54,7 @@ defmodule Mtrace.Watch do
 
   @impl true
   def handle_info(:timeout, %{opts: opts, mark: mark, left: left} = state) do
-    filters =
-      Keyword.take(opts, [:group, :min_age, :max_age, :min_size, :library, :function, :erlang])
+    filters = Keyword.take(opts, [:group, :library, :function, :erlang])
 
     grown = mark |> Mtrace.diff(filters) |> Enum.filter(&(&1.bytes > 0)) |> Enum.take(opts[:n])
     if grown != [], do: Logger.info(report(grown))
