@@ -617,7 +617,10 @@ defmodule Mtrace do
       `binary_alloc`, off with `+MBe false`) to `malloc`, where mtrace sees them. When `false`,
       those come from the VM's own carriers, and a NIF that leaks them shows nothing.
     * `:stale_replaced` - records replaced because their address was handed out again before
-      mtrace saw it freed.
+      mtrace saw it freed (a free it did not see: one made before it started, or by a path
+      that bypasses the malloc family's symbols).
+    * `:resets` - how many times `reset/0` has run: a mark taken before one cannot be trusted
+      by `diff/2`, and `leaks/1` refuses after one.
     * `:erlang_frames` - whether stacks go on through the Erlang functions that called a NIF:
       `:on` (`MTRACE_UNWIND=erlang` in a node started with `+JPperf map`); `:no_perf_map` (the
       mode is on, but the node was started without `+JPperf map`: the JIT keeps no frame

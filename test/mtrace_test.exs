@@ -31,6 +31,13 @@ defmodule MtraceTest do
     assert stats.unwind == :libunwind
   end
 
+  test "stats/0's doc describes every key it returns" do
+    {:docs_v1, _, _, _, _, _, docs} = Code.fetch_docs(Mtrace)
+    [doc] = for {{:function, :stats, 1}, _, _, %{"en" => doc}, _} <- docs, do: doc
+    described = ~r/`(:\w+)`/ |> Regex.scan(doc) |> Enum.map(fn [_, key] -> key end)
+    assert Enum.reject(Map.keys(Mtrace.stats()), &(inspect(&1) in described)) == []
+  end
+
   test "olds finds exactly the leaked blocks, with sizes, hooks and allocating functions" do
     before = Mtrace.stats()
 

@@ -36,6 +36,10 @@ defmodule Mtrace.NewcomerTest do
     path = Path.join(app, "_build/dev/lib/mtrace/priv/mtrace.so")
     assert line == "LD_PRELOAD=#{path} ERL_AFLAGS='+MRe false +MBe false'\n"
 
+    assert sh(app, "mix mtrace.preload --erlang") ==
+             {"LD_PRELOAD=#{path} MTRACE_UNWIND=erlang ERL_AFLAGS='+JPperf map +MRe false +MBe false'\n",
+              0}
+
     probe =
       ~s|s = Mtrace.stats(); IO.puts("preloaded=\#{s.preloaded} nif=\#{s.nif_alloc_visible}")|
 

@@ -10,9 +10,10 @@ defmodule Mix.Tasks.Mtrace.Preload do
 
   `LD_PRELOAD` is the file the NIF loads (`Mtrace.library_path/0`), wherever the dependency
   lives (path, git, or this repository itself); the flags hand what NIFs allocate through
-  `enif_alloc` and resources to `malloc`, where mtrace sees it. With `--export`, two `export`
-  lines instead, for `eval "$(mix mtrace.preload --export)"` in a script. A release does the
-  same with the block of mtrace's `rel/env.sh.eex`.
+  `enif_alloc` and resources to `malloc`, where mtrace sees it. With `--erlang`, stacks go on
+  into the Erlang functions that called the NIF (`MTRACE_UNWIND=erlang`, and `+JPperf map` for
+  the names). With `--export`, `export` lines instead, for `eval "$(mix mtrace.preload
+  --export)"` in a script. A release does the same with the block of mtrace's `rel/env.sh.eex`.
 
   The project is compiled first, so that the file exists.
   """
@@ -20,7 +21,7 @@ defmodule Mix.Tasks.Mtrace.Preload do
 
   @impl true
   def run(args) do
-    {opts, _} = OptionParser.parse!(args, strict: [export: :boolean])
+    {opts, _} = OptionParser.parse!(args, strict: [export: :boolean, erlang: :boolean])
     # Quietly: the line is meant for $(...), which would take what compile prints too.
     shell = Mix.shell()
     Mix.shell(Mix.Shell.Quiet)
@@ -31,17 +32,27 @@ defmodule Mix.Tasks.Mtrace.Preload do
       Mix.shell(shell)
     end
 
-    path = Path.join([Mix.Project.build_path(), "lib", "mtrace", "priv", "mtrace.so"])
+    path =
+      if Code.ensure_loaded?(Mtrace),
+        do: Mtrace.library_path(),
+        else: Mix.raise("mtrace is not compiled here: is it a dependency of this project?")
 
     unless File.exists?(path),
       do: Mix.raise("#{path} is missing: is mtrace a dependency of this project, and compiled?")
 
-    flags = "'+MRe false +MBe false'"
+    vars =
+      if opts[:erlang],
+        do: [
+          LD_PRELOAD: path,
+          MTRACE_UNWIND: "erlang",
+          ERL_AFLAGS: "'+JPperf map +MRe false +MBe false'"
+        ],
+        else: [LD_PRELOAD: path, ERL_AFLAGS: "'+MRe false +MBe false'"]
 
     Mix.shell().info(
       if opts[:export],
-        do: "export LD_PRELOAD=#{path}\nexport ERL_AFLAGS=#{flags}",
-        else: "LD_PRELOAD=#{path} ERL_AFLAGS=#{flags}"
+        do: Enum.map_join(vars, "\n", fn {k, v} -> "export #{k}=#{v}" end),
+        else: Enum.map_join(vars, " ", fn {k, v} -> "#{k}=#{v}" end)
     )
   end
 end
