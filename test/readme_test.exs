@@ -42,8 +42,16 @@ defmodule Mtrace.ReadmeTest do
 
     iex = Enum.find(outputs, &(&1.command =~ "iex -S mix"))
     refute iex.output =~ "** (", iex.output
-    # Mtrace.leaks/1, top/2 and olds/2 name the NIF's allocating function, with its line.
-    assert iex.output =~ ~r/#Mtrace.Frame<my_nif_leak \(my_nif.c:\d+\) my_nif.so/, iex.output
+    # iex answers each line after its prompt; the first three typed (after the replay's sleep),
+    # leaks/0, leaks/1 and top/2, name the NIF's allocating function, with its line.
+    [_banner, _sleep | answers] = String.split(iex.output, ~r/iex\(\d+\)> /)
+    assert length(answers) >= 3, iex.output
+
+    for answer <- Enum.take(answers, 3) do
+      assert answer =~ ~r/#Mtrace.Frame<my_nif_leak \(my_nif.c:\d+\) my_nif.so/, iex.output
+    end
+
+    assert Enum.at(answers, 0) =~ "direct_blocks:", iex.output
     assert iex.output =~ "preloaded: true"
 
     rpc = Enum.find(outputs, &(&1.command =~ " rpc "))
