@@ -10,8 +10,10 @@
 #define _GNU_SOURCE
 #include "stack.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <link.h>
 #include <pthread.h>
 #include <string.h>
@@ -236,10 +238,33 @@ static inline int in_object(uintptr_t ip)
 
 /* Whether the BEAM writes the perf map (1), does not (-1), or not looked at yet (0). Without it
  * the JIT keeps no frame pointers and RBP holds anything: the chain is not followed. The BEAM
- * writes the file as its JIT starts, before any NIF runs. */
+ * opens the file as its JIT starts, before any NIF runs, and keeps it open: a file of the same
+ * name that this process does not hold was left by an earlier process of the same pid. */
 static int perf_map;
 
-static int perf_map_on(void)
+/* Whether one of this process's descriptors is the file at path: getdents64 and readlinkat on
+ * buffers of the stack, since this may run inside a hook. */
+static int holds_open(const char *path)
+{
+    int dir = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0) return 0;
+    char entries[2048] __attribute__((aligned(8))), target[64];
+    int found = 0;
+    long n;
+    while (!found && (n = syscall(SYS_getdents64, dir, entries, sizeof entries)) > 0)
+        for (long at = 0; at < n && !found;) {
+            const struct dirent64 *e = (const struct dirent64 *)(entries + at);
+            at += e->d_reclen;
+            ssize_t len = readlinkat(dir, e->d_name, target, sizeof target - 1);
+            if (len <= 0) continue;
+            target[len] = '\0';
+            found = strcmp(target, path) == 0;
+        }
+    close(dir);
+    return found;
+}
+
+int mt_stack_perf_map(void)
 {
     int state = __atomic_load_n(&perf_map, __ATOMIC_RELAXED);
     if (!state) {
@@ -252,7 +277,7 @@ static int perf_map_on(void)
         while ((pid /= 10) != 0);
         memcpy(path + len, d, strlen(d));
         memcpy(path + len + strlen(d), ".map", 5);
-        state = access(path, F_OK) == 0 ? 1 : -1;
+        state = holds_open(path) ? 1 : -1;
         __atomic_store_n(&perf_map, state, __ATOMIC_RELAXED);
     }
     return state > 0;
@@ -298,7 +323,7 @@ static int erlang_chain(unw_cursor_t *cur, uintptr_t *ips, uintptr_t *fps, int m
     t->closed = 0;
     t->saved_at = 0;
     /* The registers are read before any further step: a failed step leaves the cursor broken. */
-    if (!perf_map_on() || unw_get_reg(cur, UNW_X86_64_RBP, &fp) != 0) return 0;
+    if (!mt_stack_perf_map() || unw_get_reg(cur, UNW_X86_64_RBP, &fp) != 0) return 0;
     if (unw_get_save_loc(cur, UNW_X86_64_RBP, &loc) == 0 && loc.type == UNW_SLT_MEMORY)
         t->saved_at = loc.u.addr;
     struct window win = {0, 0, {0}};
@@ -359,7 +384,7 @@ static int capture(uintptr_t hook_ip, uintptr_t *ips, int depth, int *jit)
     int got = unwind_mode == MT_UNWIND_FP ? fp_walk(raw, want) : unw_backtrace((void **)raw, want);
     /* Only a stack that reaches JIT code pays for the step-by-step walk. */
     *jit = unwind_mode == MT_UNWIND_ERLANG && got > 0 && got < want && !in_object(raw[got - 1]) &&
-           perf_map_on();
+           mt_stack_perf_map();
     if (*jit) {
         uintptr_t longer[MT_DEPTH_MAX + OWN_FRAMES_MAX];
         int n = through_erlang(longer, want);

@@ -644,24 +644,25 @@ defmodule Mtrace do
   end
 
   defp stats_here do
-    stats = Nif.stats_nif()
+    {perf_map, stats} = Map.pop(Nif.stats_nif(), :perf_map)
 
     Map.merge(stats, %{
       nif_alloc_visible: :erlang.system_info({:allocator, :driver_alloc}) == false,
       resources_visible: :erlang.system_info({:allocator, :binary_alloc}) == false,
-      erlang_frames: erlang_frames(stats.unwind)
+      erlang_frames: erlang_frames(stats.unwind, perf_map)
     })
   end
 
-  defp erlang_frames(:erlang) do
+  # perf_map: the library's own answer, which the unwinder follows (the node holds the file open).
+  defp erlang_frames(:erlang, perf_map) do
     cond do
       :erlang.system_info(:emu_flavor) != :jit -> :no_jit
-      File.exists?("/tmp/perf-#{System.pid()}.map") -> :on
+      perf_map -> :on
       true -> :no_perf_map
     end
   end
 
-  defp erlang_frames(_unwind), do: :off
+  defp erlang_frames(_unwind, _perf_map), do: :off
 
   @doc """
   Empties the table of live allocations and returns how many records it held.

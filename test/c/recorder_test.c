@@ -5,6 +5,7 @@
  * a sparse table (table.h): every block sampled. Prints one line per check and "N passed, M
  * failed"; exits 1 on any failure. */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -664,6 +665,36 @@ static void test_capped(void)
           "a table capped at its start (MTRACE_SLOTS_MAX) passes its checks above");
 }
 
+/* In a child (a fork takes the answer afresh, for the child's pid): a perf map at the child's
+ * path, held open (as the BEAM holds its own) or left closed (as an earlier process of the same
+ * pid leaves one). Exits 0 when mt_stack_perf_map() answers `held`. */
+static void perf_map_child(int held)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/perf-%d.map", (int)getpid());
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) _exit(2);
+    if (write(fd, "7f0000000000 10 Elixir.Stale:left/0\n", 36) != 36) _exit(2);
+    if (!held) close(fd);
+    int answer = mt_stack_perf_map();
+    unlink(path);
+    _exit(answer == held ? 0 : 1);
+}
+
+static void test_perf_map(void)
+{
+    for (int held = 0; held < 2; held++) {
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0) perf_map_child(held);
+        int status;
+        waitpid(pid, &status, 0);
+        check(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              held ? "a perf map the process holds open is the BEAM's"
+                   : "a perf map the process does not hold is one left behind, not its own");
+    }
+}
+
 int main(int argc, char **argv)
 {
     int capped = argc > 1 && strcmp(argv[1], "capped") == 0;
@@ -685,6 +716,7 @@ int main(int argc, char **argv)
     in_child(test_growth_clear);
     in_child(test_growth_fork);
     test_capped();
+    test_perf_map();
     test_basics();
     test_realloc();
     test_guarded_free();
