@@ -501,7 +501,7 @@ static ERL_NIF_TERM frames(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     return result;
 }
 
-#define STAT_KEYS (MT_KINDS + 26)
+#define STAT_KEYS (MT_KINDS + 27)
 
 /* The live heap the records stand for: their sizes, or with sampling their weights. */
 struct live {
@@ -539,10 +539,14 @@ static ERL_NIF_TERM stats(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         keys[k] = enif_make_atom(env, name);
         vals[k++] = enif_make_uint64(env, s.calls[i]);
     }
+    /* A key added without raising STAT_KEYS is not written past the arrays, and fails loudly. */
 #define PUT(key, term)                                                                             \
     do {                                                                                           \
-        keys[k] = enif_make_atom(env, key);                                                        \
-        vals[k++] = (term);                                                                        \
+        if (k < STAT_KEYS) {                                                                       \
+            keys[k] = enif_make_atom(env, key);                                                    \
+            vals[k] = (term);                                                                      \
+        }                                                                                          \
+        k++;                                                                                       \
     } while (0)
 #define PUT_U(key, v) PUT(key, enif_make_uint64(env, (uint64_t)(v)))
     PUT_U("allocated_bytes", mi.arena + mi.hblkhd);
@@ -577,9 +581,10 @@ static ERL_NIF_TERM stats(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     PUT_U("resets", __atomic_load_n(&resets, __ATOMIC_RELAXED));
 #undef PUT_U
 #undef PUT
+    mt_guard_release();
+    if (k > STAT_KEYS) return enif_raise_exception(env, enif_make_atom(env, "stat_keys_overflow"));
     ERL_NIF_TERM map;
     enif_make_map_from_arrays(env, keys, vals, k, &map);
-    mt_guard_release();
     return map;
 }
 
