@@ -158,6 +158,87 @@ defmodule Mtrace.FormatsTest do
 
   defp close?({r, g, b}, {r2, g2, b2}), do: abs(r - r2) + abs(g - g2) + abs(b - b2) <= 12
 
+  test "a text report's frames read back with their library, line, offset and unloaded state" do
+    text = """
+    42 bytes in 2 blocks lost (2 direct, 0 indirect), site 1 of 1
+        at 0x7f00000d601: malloc (hooks.c:73) /opt/m t/mtrace.so+0xd601
+        by 0x7f100001234: operator()(int) (/usr/lib/libx.so)
+        by 0x7f200002000: /usr/lib/liby.so+0x2000
+        by 0x7f300000010: gone (gone.c:9) /tmp/gone.so+0x10 [unloaded]
+        by 0x7f400000020: /tmp/old.so+0x20 [unloaded]
+        by 0x7f500000030: ?? (unloaded or replaced)
+        by 0x7f600000040: ?? (no module)
+        by 0x7f700000050: main (main.c:5)
+    """
+
+    assert [%Mtrace.Site{bytes: 42, blocks: 2, direct_blocks: 2, stack: stack}] =
+             Mtrace.Report.sites(text)
+
+    fields = &Map.take(&1, [:function, :file, :line, :library, :offset, :unloaded])
+
+    assert Enum.map(stack, fields) == [
+             %{
+               function: "malloc",
+               file: "hooks.c",
+               line: 73,
+               library: "/opt/m t/mtrace.so",
+               offset: 0xD601,
+               unloaded: false
+             },
+             %{
+               function: "operator()(int)",
+               file: nil,
+               line: nil,
+               library: "/usr/lib/libx.so",
+               offset: nil,
+               unloaded: false
+             },
+             %{
+               function: nil,
+               file: nil,
+               line: nil,
+               library: "/usr/lib/liby.so",
+               offset: 0x2000,
+               unloaded: false
+             },
+             %{
+               function: "gone",
+               file: "gone.c",
+               line: 9,
+               library: "/tmp/gone.so",
+               offset: 0x10,
+               unloaded: true
+             },
+             %{
+               function: nil,
+               file: nil,
+               line: nil,
+               library: "/tmp/old.so",
+               offset: 0x20,
+               unloaded: true
+             },
+             %{
+               function: nil,
+               file: nil,
+               line: nil,
+               library: nil,
+               offset: nil,
+               unloaded: :maybe
+             },
+             %{function: nil, file: nil, line: nil, library: nil, offset: nil, unloaded: false},
+             %{
+               function: "main",
+               file: "main.c",
+               line: 5,
+               library: nil,
+               offset: nil,
+               unloaded: false
+             }
+           ]
+
+    assert Enum.map(stack, & &1.address) |> hd() == 0x7F00000D601
+  end
+
   test "write/3 writes the leaks of a node, or refuses a bad format" do
     path =
       Path.join(System.tmp_dir!(), "mtrace_write_#{System.unique_integer([:positive])}.folded")
