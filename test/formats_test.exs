@@ -105,27 +105,57 @@ defmodule Mtrace.FormatsTest do
     assert html =~ "15000 bytes in 3 blocks (51.72%)"
   end
 
+  # The picture in the README (docs/flamegraph.png) is this test's screenshot: with
+  # MTRACE_UPDATE_DOCS=1 the test writes it there, after its checks passed.
   @tag :tmp_dir
-  test "headless Chromium draws the flame graph: the frames' colours on the page, their labels in the DOM, search highlights",
+  test "headless Chromium draws the flame graph: leak_malloc's cell in its place and colour, the labels in the DOM, search highlights",
        %{sites: sites, tmp_dir: dir} do
+    html =
+      sites
+      |> Mtrace.render(:html,
+        title: ~s|mtrace: Mtrace.top(100, library: "leaky.so", min_size: 5000)|
+      )
+      |> IO.iodata_to_binary()
+
+    # The page as drawn, plus a script that writes where leak_malloc's rectangle is on it into
+    # the DOM, for the DOM dump to read; it draws nothing.
+    probe = """
+    <script>
+    var g = Array.prototype.slice.call(document.querySelectorAll("#flame g.f")).filter(function (g) {
+      return /^leak_malloc /.test(g.querySelector("title").textContent);
+    })[0];
+    var r = g.querySelector("rect").getBoundingClientRect();
+    document.body.setAttribute("data-box", [r.left, r.top, r.width, r.height].join(" "));
+    </script></body>
+    """
+
     html_path = Path.join(dir, "leak.html")
-    html = sites |> Mtrace.render(:html) |> IO.iodata_to_binary()
-    File.write!(html_path, html)
+    File.write!(html_path, String.replace(html, "</body>", probe))
     png = Path.join(dir, "leak.png")
+    window = "--window-size=1230,230"
 
     {_, 0} =
-      System.cmd(
-        "chromium",
-        chromium() ++ ["--screenshot=#{png}", "--window-size=1230,230", "file://#{html_path}"],
+      System.cmd("chromium", chromium() ++ ["--screenshot=#{png}", window, "file://#{html_path}"],
+        stderr_to_stdout: true,
+        env: [{"LD_PRELOAD", nil}]
+      )
+
+    {dom, 0} =
+      System.cmd("chromium", chromium() ++ ["--dump-dom", window, "file://#{html_path}#cxx_new"],
         stderr_to_stdout: true,
         env: [{"LD_PRELOAD", nil}]
       )
 
     {w, h, rows} = Mtrace.Test.Png.decode!(File.read!(png))
     assert {w, h} == {1230, 230}
-    counts = rows |> List.flatten() |> Enum.frequencies()
 
-    # leak_malloc's cell is drawn in its library's colour: about 620 x 17 pixels of it.
+    # leak_malloc's share of the bytes is 15000 of 29000: its cell is that share of the 1200
+    # pixels wide, one row high.
+    [_, box] = Regex.run(~r/data-box="([^"]+)"/, dom)
+    [left, top, width, height] = box |> String.split() |> Enum.map(&parse_number/1)
+    assert_in_delta width, 1200 * 15000 / 29000, 2
+    assert_in_delta height, 17, 1
+
     [_, hue] =
       Regex.run(
         ~r|<title>leak_malloc[^\n]*\n[^<]*</title><rect[^>]*fill="hsl\((\d+), 70%, 65%\)"|,
@@ -134,24 +164,29 @@ defmodule Mtrace.FormatsTest do
 
     colour = Mtrace.Test.Png.hsl(String.to_integer(hue), 70, 65)
 
-    near =
-      counts
-      |> Enum.filter(fn {{r, g, b}, _} -> close?({r, g, b}, colour) end)
-      |> Enum.map(&elem(&1, 1))
-      |> Enum.sum()
+    # Every pixel inside the cell, but its rounded corners and its label (about 170 pixels at its
+    # left end), is its library's colour.
+    inside =
+      for y <- round(top + 3)..round(top + height - 3),
+          x <- round(left + 220)..round(left + width - 4),
+          do: rows |> Enum.at(y) |> Enum.at(x)
 
-    assert near > 15 * 600, "#{near} pixels of #{inspect(colour)}"
-
-    {dom, 0} =
-      System.cmd("chromium", chromium() ++ ["--dump-dom", "file://#{html_path}#cxx_new"],
-        stderr_to_stdout: true,
-        env: [{"LD_PRELOAD", nil}]
-      )
+    off = Enum.reject(inside, &close?(&1, colour))
+    assert length(inside) > 4000 and off == [], "#{length(off)} of #{length(inside)} pixels off"
 
     assert dom =~ ~r|<text [^>]*>leak_malloc \(leaky.c:\d+\)</text>|
     # The search given in the address (#cxx_new) ran: two frames match it, and their share shows.
     assert length(Regex.scan(~r/class="f hit"/, dom)) == 2
     assert dom =~ "matched: 48.28%"
+
+    if System.get_env("MTRACE_UPDATE_DOCS") == "1",
+      do: File.cp!(png, Path.expand("../docs/flamegraph.png", __DIR__))
+  end
+
+  defp parse_number(text) do
+    case Float.parse(text) do
+      {f, ""} -> f
+    end
   end
 
   defp chromium, do: ~w(--headless --disable-gpu --no-sandbox --hide-scrollbars)
