@@ -106,7 +106,8 @@ defmodule Mtrace.FormatsTest do
   end
 
   # The picture in the README (docs/flamegraph.png) is this test's screenshot: with
-  # MTRACE_UPDATE_DOCS=1 the test writes it there, after its checks passed.
+  # MTRACE_UPDATE_DOCS=1 (bin/test test/formats_test.exs) the test writes it there, after its
+  # checks passed.
   @tag :tmp_dir
   test "headless Chromium draws the flame graph: leak_malloc's cell in its place and colour, the labels in the DOM, search highlights",
        %{sites: sites, tmp_dir: dir} do
