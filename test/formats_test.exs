@@ -7,7 +7,6 @@ defmodule Mtrace.FormatsTest do
   alias Mtrace.Test.Leaky
 
   @moduletag timeout: 120_000
-  @proto_dir "/usr/share/gocode/src/github.com/google/pprof/proto"
 
   setup do
     blocks =
@@ -57,29 +56,48 @@ defmodule Mtrace.FormatsTest do
     assert svg =~ "<svg" and svg =~ "leak_malloc" and svg =~ "15000 bytes"
   end
 
-  test "protoc decodes the pprof profile with the exact totals", %{sites: sites} do
-    gz = sites |> Mtrace.render(:pprof) |> IO.iodata_to_binary()
-
-    {text, 0} = decode(:zlib.gunzip(gz))
-
-    values =
-      Regex.scan(~r/^  value: (\d+)$/m, text) |> Enum.map(fn [_, v] -> String.to_integer(v) end)
+  test "protoc decodes the pprof profile: exact totals, and each sample's locations, functions, lines and mappings",
+       %{sites: sites} do
+    p = sites |> Mtrace.render(:pprof) |> Mtrace.Test.Pprof.decode!()
+    assert p.strings |> Enum.take(5) == ["", "inuse_objects", "count", "inuse_space", "bytes"]
 
     # Each sample is [inuse_objects, inuse_space].
-    assert values |> Enum.chunk_every(2) |> Enum.sort() == [[2, 14000], [3, 15000]]
-    assert text =~ ~s|string_table: "inuse_space"| and text =~ ~s|string_table: "leak_malloc"|
+    assert p.samples |> Enum.map(& &1.value) |> Enum.sort() == [[2, 14000], [3, 15000]]
+
+    location = Map.new(p.locations, &{&1.id, &1})
+    function = Map.new(p.functions, &{&1.id, &1})
+    mapping = Map.new(p.mappings, &{&1.id, &1})
+    assert map_size(location) == length(p.locations) and map_size(function) == length(p.functions)
+    assert Enum.all?(p.samples, fn s -> Enum.all?(s.location_id, &Map.has_key?(location, &1)) end)
+
+    # leak_malloc's sample, innermost first: malloc in mtrace.so, then leak_malloc at its call
+    # of malloc in leaky.so, then nif_alloc.
+    [sample] = for s <- p.samples, s.value == [3, 15000], do: s
+    [hook, leak, nif | _] = for id <- sample.location_id, do: location[id]
+
+    names = fn loc -> for l <- loc.line, do: function[l.function_id].name end
+
+    assert {names.(hook), names.(leak), names.(nif)} ==
+             {["malloc"], ["leak_malloc"], ["nif_alloc"]}
+
+    [line] = leak.line
+    assert Path.basename(function[line.function_id].filename) == "leaky.c"
+    assert line.line == line_of_return("test/support/c_src/leaky.c", "*leak_malloc(size_t n)")
+
+    # Each location of a native frame lies in the mapping of its library.
+    for {loc, lib} <- [{hook, "mtrace.so"}, {leak, "leaky.so"}, {nif, "leaky.so"}] do
+      m = mapping[loc.mapping_id]
+      assert Path.basename(m.filename) == lib
+      assert m.memory_start <= loc.address and loc.address < m.memory_limit
+      assert m.has_functions
+    end
   end
 
-  defp decode(profile) do
-    cmd(
-      "sh",
-      [
-        "-c",
-        ~s|protoc --decode=perftools.profiles.Profile -I "#{@proto_dir}" profile.proto < "$1"|,
-        "sh"
-      ],
-      profile
-    )
+  # The line of the first return after the line where a function starts.
+  defp line_of_return(file, signature) do
+    lines = Path.expand("../" <> file, __DIR__) |> File.read!() |> String.split("\n")
+    start = Enum.find_index(lines, &String.contains?(&1, signature))
+    start + 1 + Enum.find_index(Enum.drop(lines, start), &(&1 =~ ~r/^\s*return /))
   end
 
   test "the gprof2dot JSON is JSON, with the exact costs", %{sites: sites} do
