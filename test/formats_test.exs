@@ -293,6 +293,75 @@ defmodule Mtrace.FormatsTest do
     assert Enum.map(stack, & &1.address) |> hd() == 0x7F00000D601
   end
 
+  @tag :tmp_dir
+  test "write/3 what: {:diff, mark} writes what grew since the mark", %{tmp_dir: dir} do
+    mark = Mtrace.mark()
+    grown = for _ <- 1..2, do: Leaky.alloc(:malloc, 3000)
+
+    try do
+      path = Path.join(dir, "diff.folded")
+      assert :ok = Mtrace.write(path, :folded, what: {:diff, mark}, library: "leaky.so")
+      # The setup's blocks were live at the mark: only the two new ones are growth.
+      assert [line] = path |> File.read!() |> String.split("\n", trim: true)
+      assert String.ends_with?(line, ";nif_alloc;leak_malloc;malloc 6000"), line
+    after
+      for a <- grown, do: Leaky.release(:malloc, a)
+    end
+  end
+
+  test "write/3 what: :leaks writes leaks/1's sites: the lost blocks, not the kept ones" do
+    # In nodes of their own: the mark wants every live block recorded. lost.c's list is lost
+    # (320 bytes) and its static array kept (300); :live writes both. The mark is conservative:
+    # a stale word may keep the list (leaks_test: in a node of at most six, with busy cores),
+    # but never calls a kept block lost.
+    attempts =
+      Enum.reduce_while(1..6, [], fn _, seen ->
+        {leaks, live} = lost_and_kept()
+        assert live =~ ~r/;static_block;malloc 300$/m and live =~ ~r/;lost_node;malloc 320$/m
+        refute leaks =~ "static_block"
+
+        if leaks =~ ~r/;lost_node;malloc 320$/m,
+          do: {:halt, :found},
+          else: {:cont, [leaks | seen]}
+      end)
+
+    assert attempts == :found, "the lost list never written: #{inspect(attempts)}"
+  end
+
+  defp lost_and_kept do
+    Mtrace.Test.Helpers.node_result(
+      """
+      :ok = Mtrace.Test.Lost.lose_list(5)
+      :ok = Mtrace.Test.Lost.keep_static(3, 100)
+      write = fn what ->
+        path = Path.join(System.tmp_dir!(), "mtrace_leaks_\#{System.unique_integer([:positive])}")
+        :ok = Mtrace.write(path, :folded, what: what, library: "lost.so", min_age: 0)
+        File.read!(path) |> tap(fn _ -> File.rm!(path) end)
+      end
+      {write.(:leaks), write.(:live)}
+      """,
+      [{"LD_PRELOAD", Mtrace.Test.Helpers.mtrace_so()}]
+    )
+  end
+
+  test "write/3 and render/3 refuse nodes: and the map it answers, saying what to do instead" do
+    assert_raise ArgumentError,
+                 ~r/write\/3: nodes: is not taken: .* render\/3 each node's list/,
+                 fn ->
+                   Mtrace.write("unwritten.html", :html, nodes: [node()])
+                 end
+
+    refute File.exists?("unwritten.html")
+    answer = Mtrace.top(10, nodes: [node()], library: "leaky.so")
+    assert is_map(answer) and is_list(answer[node()])
+
+    assert_raise ArgumentError, ~r/expected a list of sites, got a map/, fn ->
+      Mtrace.render(answer, :folded)
+    end
+
+    assert answer[node()] |> Mtrace.render(:folded) |> IO.iodata_to_binary() =~ "leak_malloc"
+  end
+
   test "write/3 writes the leaks of a node, or refuses a bad format" do
     path =
       Path.join(System.tmp_dir!(), "mtrace_write_#{System.unique_integer([:positive])}.folded")
