@@ -148,7 +148,7 @@ static void row(struct mt_out *o, const char *event, const struct mt_record *b, 
         int k = mt_symbolize_frames(b->stack, ips[i], 1, f, MT_INLINE_MAX);
         for (int j = 0; j < k; j++) {
             if (lines++) mt_out_str(o, "\n");
-            mt_report_frame(o, &f[j], 1);
+            mt_report_frame(o, &f[j], MT_REPORT_QUOTED | MT_REPORT_LIBRARY);
         }
     }
     mt_out_str(o, "\",");

@@ -29,9 +29,10 @@ int mt_report_depth(int n)
     return d && d < (size_t)n ? (int)d : n;
 }
 
-void mt_report_frame(struct mt_out *o, const struct mt_frame_info *f, int quoted)
+void mt_report_frame(struct mt_out *o, const struct mt_frame_info *f, int how)
 {
-    void (*text)(struct mt_out *, const char *) = quoted ? mt_out_quoted : mt_out_str;
+    void (*text)(struct mt_out *, const char *) =
+        how & MT_REPORT_QUOTED ? mt_out_quoted : mt_out_str;
     if (f->unloaded == MT_FRAME_REPLACED) {
         mt_out_str(o, "?? (unloaded or replaced)");
         return;
@@ -53,10 +54,17 @@ void mt_report_frame(struct mt_out *o, const struct mt_frame_info *f, int quoted
             text(o, slash ? slash + 1 : f->file);
             mt_out_str(o, ":");
             mt_out_u64(o, (uint64_t)f->line);
+            mt_out_str(o, ")");
+            if (how & MT_REPORT_LIBRARY) {
+                mt_out_str(o, " ");
+                text(o, f->path);
+                mt_out_str(o, "+");
+                mt_out_hex(o, f->offset);
+            }
         } else {
             text(o, f->path);
+            mt_out_str(o, ")");
         }
-        mt_out_str(o, ")");
     } else {
         text(o, f->path);
         mt_out_str(o, "+");
@@ -344,7 +352,7 @@ static void print_site(struct mt_out *o, const struct site *s, size_t rank, size
             mt_out_str(o, lines++ ? "    by " : "    at ");
             mt_out_hex(o, s->ips[i]);
             mt_out_str(o, ": ");
-            mt_report_frame(o, &f[k], 0);
+            mt_report_frame(o, &f[k], MT_REPORT_LIBRARY);
             mt_out_str(o, "\n");
         }
         at_main = f[n - 1].function && strcmp(f[n - 1].function, "main") == 0;

@@ -38,13 +38,18 @@ struct mt_report_req {
 
 int mt_report_write(int fd, const struct mt_report_req *req);
 
+/* How mt_report_frame writes a frame: as the inside of a quoted CSV field; and whether a frame
+ * with a source line also says where its code is (stacks do, so that every native frame of a
+ * report names its library; the summary by calling function names functions only). */
+enum { MT_REPORT_QUOTED = 1, MT_REPORT_LIBRARY = 2 };
+
 /* One frame, as valgrind prints it: "function (file:line)" (the file's base name) when DWARF
- * knows the line, else "function (path)", "path+0xoffset" without a name, "'Mod':fun/arity
- * (erlang)" for JIT code the BEAM's perf map names, "?? (no module)" outside any module;
- * " [unloaded]" follows a frame of a library unloaded since, and "?? (unloaded or replaced)"
- * stands for one whose library is not known (symbols.h). With quoted set, as the inside of a
- * quoted CSV field. */
-void mt_report_frame(struct mt_out *o, const struct mt_frame_info *f, int quoted);
+ * knows the line, followed with MT_REPORT_LIBRARY by " path+0xoffset" (as Mtrace.Frame's Inspect
+ * does, with the whole path), else "function (path)", "path+0xoffset" without a name,
+ * "'Mod':fun/arity (erlang)" for JIT code the BEAM's perf map names, "?? (no module)" outside
+ * any module; " [unloaded]" follows a frame of a library unloaded since, and "?? (unloaded or
+ * replaced)" stands for one whose library is not known (symbols.h). */
+void mt_report_frame(struct mt_out *o, const struct mt_frame_info *f, int how);
 
 /* Frames shown of a stack of n: MTRACE_REPORT_DEPTH, at most n. */
 int mt_report_depth(int n);

@@ -493,15 +493,28 @@ defmodule Mtrace do
     * `:threshold` - `:tree` and `:dot`: branches under this percentage of the total fold
       (defaults 1.0 and 0.5).
     * `:title` - `:html`: the page's title.
-    * the filters of the reader `:what` names (`:library`, `:function`, `:min_age`, ...).
+    * the filters of the reader `:what` names (`:library`, `:function`, `:min_age`, ...), but
+      `:nodes`: one file holds one node's sites, so render each node's answer of
+      `top(n, nodes: ...)` instead.
 
   ## Examples
 
       Mtrace.write("leak.html", :html, what: :leaks, library: "my_nif")
       #=> :ok
+
+      iex> Mtrace.write("leak.html", :html, nodes: [node()])
+      ** (ArgumentError) Mtrace.write/3: nodes: is not taken: one file holds one node's sites; render/3 each node's list of the map top(n, nodes: ...) returns
   """
   @spec write(Path.t(), atom(), keyword()) :: :ok | {:error, File.posix()}
   def write(path, format, opts \\ []) do
+    if Keyword.has_key?(opts, :nodes),
+      do:
+        raise(
+          ArgumentError,
+          "Mtrace.write/3: nodes: is not taken: one file holds one node's sites; " <>
+            "render/3 each node's list of the map top(n, nodes: ...) returns"
+        )
+
     {what, opts} = Keyword.pop(opts, :what, :live)
     {format_opts, opts} = Keyword.split(opts, [:threshold, :title])
 
@@ -530,9 +543,22 @@ defmodule Mtrace do
   ## Examples
 
       Mtrace.top(20) |> Mtrace.render(:folded) |> IO.puts()
+
+      iex> Mtrace.render(%{node() => []}, :folded)
+      ** (ArgumentError) Mtrace.render/3: expected a list of sites, got a map: with nodes:, a reader answers each node's sites in a map; render each node's list
   """
   @spec render([Site.t()], atom(), keyword()) :: iodata()
-  def render(sites, format, opts \\ []) do
+  def render(sites, format, opts \\ [])
+
+  def render(sites, _format, _opts) when is_map(sites),
+    do:
+      raise(
+        ArgumentError,
+        "Mtrace.render/3: expected a list of sites, got a map: with nodes:, a reader answers " <>
+          "each node's sites in a map; render each node's list"
+      )
+
+  def render(sites, format, opts) do
     case Map.fetch(@formats, format) do
       {:ok, writer} ->
         writer.render(sites, opts)

@@ -99,6 +99,48 @@ defmodule Mtrace.RunTest do
              mtrace(["convert", "--format", "svg", text])
   end
 
+  # The text report names the library of a frame with a source line after the line; without it
+  # the pictures would colour leaky's frames as unknown, and pprof would map none of them.
+  @tag :tmp_dir
+  test "--format pprof and html keep the library of each frame with a source line",
+       %{tmp_dir: dir} do
+    pb = Path.join(dir, "leaks.pb.gz")
+    {_, 0} = mtrace(["run", "--format", "pprof", "-o", pb, "--", bin("leaky")])
+    p = Mtrace.Test.Pprof.decode!(File.read!(pb))
+
+    for {name, file, library} <- [
+          {"leak_malloc", "leaky.c", bin("leaky")},
+          {"malloc", "hooks.c", so()}
+        ] do
+      assert [function] = for(f <- p.functions, f.name == name, do: f)
+      assert function.filename == file
+      at = for l <- p.locations, Enum.any?(l.line, &(&1.function_id == function.id)), do: l
+      assert at != [], name
+
+      for l <- at do
+        assert [m] = for(m <- p.mappings, m.id == l[:mapping_id], do: m), name
+        assert m.filename == library
+        assert m.memory_start <= l.address and l.address < m.memory_limit
+      end
+    end
+
+    html = Path.join(dir, "leaks.html")
+    {_, 0} = mtrace(["run", "--format", "html", "-o", html, "--", bin("leaky")])
+    page = File.read!(html)
+
+    fill = fn label, library ->
+      [_, hue] =
+        Regex.run(
+          ~r|<title>#{label} \(\w+\.c:\d+\)\n#{library}\n[^<]*</title><rect [^>]*fill="([^"]+)"|,
+          page
+        )
+
+      hue
+    end
+
+    assert fill.("leak_malloc", "leaky") != fill.("malloc", "mtrace.so")
+  end
+
   test "the command's exit status is passed through" do
     assert {_, 7} = mtrace(["run", "--", bin("leaky"), "7"])
     assert {_, 5} = mtrace(["run", "--", "/bin/sh", "-c", "exit 5"])

@@ -3,8 +3,8 @@ defmodule Mtrace.Report do
   # Reads the text reports the C side writes (report.c) back into sites, so that one writer a
   # format serves them too (bin/mtrace run --format, bin/mtrace convert). A site header
   # `N bytes in M blocks[ lost (d direct, i indirect)], site k of n`, then its frames
-  # `    at|by 0xADDR: NAME (WHERE)`, WHERE a library's path, a file:line, or `erlang` (NAME is
-  # then the BEAM's perf map's).
+  # `    at|by 0xADDR: FRAME` (report.h lists the forms): every native frame names its library, a
+  # file:line frame after its line as `LIBRARY+0xOFFSET`.
 
   alias Mtrace.{Frame, Site, Sites}
 
@@ -54,34 +54,47 @@ defmodule Mtrace.Report do
     [%{site | stack: [frame(String.to_integer(address, 16), text) | site.stack]} | rest]
   end
 
-  # "name (where)", "?? (where)", or "where+0xoffset"; where a path or file:line.
+  # "name (file:line) library+0xoffset" (an older report: without the library), "name (library)",
+  # "library+0xoffset", "name (erlang)", "?? (no module)", "?? (unloaded or replaced)"; a frame
+  # of a library unloaded since ends in " [unloaded]".
   defp frame(address, text) do
-    case Regex.run(~r/^(.*) \(([^()]*)\)$/, text) do
-      [_, name, "erlang"] ->
-        Sites.erlang_frame(address, name, false)
-
-      [_, name, where] ->
-        function = if name == "??", do: nil, else: name
-
-        case Regex.run(~r/^(.*):(\d+)$/, where) do
-          [_, file, line] ->
-            Map.merge(%Frame{address: address, function: function}, %{
-              file: file,
-              line: String.to_integer(line)
-            })
-
-          nil ->
-            %Frame{address: address, function: function, library: where}
-        end
-
-      nil ->
-        case Regex.run(~r/^(.*)\+0x([0-9a-f]+)$/, text) do
-          [_, lib, off] ->
-            %Frame{address: address, library: lib, offset: String.to_integer(off, 16)}
-
-          nil ->
-            %Frame{address: address}
-        end
+    case String.replace_suffix(text, " [unloaded]", "") do
+      ^text -> named(address, text)
+      loaded -> %{named(address, loaded) | unloaded: true}
     end
   end
+
+  defp named(address, "?? (unloaded or replaced)"), do: %Frame{address: address, unloaded: :maybe}
+  defp named(address, "?? (no module)"), do: %Frame{address: address}
+
+  defp named(address, text) do
+    cond do
+      m = Regex.run(~r/^(.*?) \(([^()]*):(\d+)\)(?: (.+)\+0x([0-9a-f]+))?$/, text) ->
+        [_, name, file, line | place] = m
+        [library, offset] = if place == [], do: [nil, nil], else: place
+        frame = %Frame{address: address, function: function(name), file: file}
+        %{frame | line: String.to_integer(line), library: library, offset: offset && hex(offset)}
+
+      m = Regex.run(~r/^(.*) \(([^()]*)\)$/, text) ->
+        case m do
+          [_, name, "erlang"] ->
+            Sites.erlang_frame(address, name, false)
+
+          [_, name, library] ->
+            %Frame{address: address, function: function(name), library: library}
+        end
+
+      m = Regex.run(~r/^(.+)\+0x([0-9a-f]+)$/, text) ->
+        [_, library, offset] = m
+        %Frame{address: address, library: library, offset: hex(offset)}
+
+      true ->
+        %Frame{address: address}
+    end
+  end
+
+  defp function("??"), do: nil
+  defp function(name), do: name
+
+  defp hex(digits), do: String.to_integer(digits, 16)
 end

@@ -177,16 +177,19 @@ defmodule Mtrace.Test.Report do
     push(sites, current) |> Enum.reverse()
   end
 
-  # A frame's text, as {name, where}: "fn (file.c:12)", "fn (path)", "?? (no module)" and
-  # "?? (unloaded or replaced)" give what is in the parentheses, "path+0xoff" {"??", path}; a
-  # frame of an unloaded library ends in " [unloaded]", which is dropped.
+  # A frame's text, as {name, where}: "fn (file.c:12) path+0xoff" gives {fn, "file.c:12"},
+  # "fn (path)", "?? (no module)" and "?? (unloaded or replaced)" what is in the parentheses,
+  # "path+0xoff" {"??", path}; a frame of an unloaded library ends in " [unloaded]", which is
+  # dropped.
   @doc false
   def frame_of(text) do
     text = String.replace_suffix(text, " [unloaded]", "")
 
-    case Regex.run(~r/^(.*) \(([^()]*)\)$/, text) do
+    with nil <- Regex.run(~r/^(.*?) \(([^()]*:\d+)\) .+\+0x[0-9a-f]+$/, text),
+         nil <- Regex.run(~r/^(.*) \(([^()]*)\)$/, text) do
+      {"??", text |> String.split("+0x") |> hd()}
+    else
       [_, name, where] -> {name, where}
-      nil -> {"??", text |> String.split("+0x") |> hd()}
     end
   end
 

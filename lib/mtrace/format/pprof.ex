@@ -30,7 +30,7 @@ defmodule Mtrace.Format.Pprof do
         {2, :bytes, Pb.message([{1, :packed, ids}, {2, :packed, [s.blocks, s.bytes]}])}
       end,
       for lib <- libraries do
-        # A text report's frames carry no offset: the mapping then spans the addresses seen.
+        # A frame without an offset (a text report's `function (library)`) spans its address only.
         spans = for f <- frames, f.library == lib, do: {f.address - (f.offset || 0), f.address}
         start = spans |> Enum.map(&elem(&1, 0)) |> Enum.min()
         limit = (spans |> Enum.map(&elem(&1, 1)) |> Enum.max()) + 1
