@@ -2,6 +2,7 @@ defmodule MtraceTest do
   # The table is one per node: these tests must not run beside each other.
   use ExUnit.Case, async: false
   import Bitwise
+  import ExUnit.CaptureLog
   import Mtrace.Test.Helpers
   alias Mtrace.Test.Leaky
 
@@ -264,6 +265,19 @@ defmodule MtraceTest do
     assert cleared >= 50
     assert records_at(addresses) == %{}
     Enum.each(addresses, &Leaky.release(:malloc, &1))
+  end
+
+  test "a diff across a reset warns that the blocks live at the reset read as freed" do
+    a = Leaky.alloc(:malloc, 3333)
+    mark = Mtrace.mark()
+    diff = fn -> Enum.map(Mtrace.diff(mark, library: "leaky.so"), &{&1.bytes, &1.freed_bytes}) end
+
+    assert capture_log(fn -> assert diff.() == [] end) == ""
+
+    Mtrace.reset()
+    log = capture_log(fn -> assert diff.() == [{-3333, 3333}] end)
+    assert log =~ "[warning] Mtrace.diff/2: Mtrace.reset/0 ran since the mark"
+    Leaky.release(:malloc, a)
   end
 
   test "bad options of top, diff and olds raise ArgumentError naming them" do
