@@ -98,7 +98,16 @@ static int open_file(const char *path)
         open_.st_size = 0;
     }
     if (open_.st_size == 0 && write(fd, header, sizeof header - 1) != (ssize_t)sizeof header - 1) {
-        fail("cannot write the CSV file", path, errno);
+        /* An empty file (a full filesystem) is removed rather than left to be read as an export
+         * with no rows; the next pass makes it again. */
+        int e = errno;
+        struct stat now;
+        int removed = lstat(path, &now) == 0 && now.st_dev == open_.st_dev &&
+                      now.st_ino == open_.st_ino && unlink(path) == 0;
+        close(fd);
+        fd = -1;
+        fail(removed ? "cannot write the CSV file, removed it" : "cannot write the CSV file", path,
+             e);
         return -1;
     }
     return 0;

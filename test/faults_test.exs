@@ -224,16 +224,21 @@ defmodule Mtrace.FaultsTest do
           stderr_to_stdout: true
         )
 
-        {out, 3} = run(bin("leaky"), ["3"], [{"MTRACE_REPORT", Path.join(ro, "r.txt")}])
-        assert String.starts_with?(out, "leaky: done\n")
-        assert [line] = said(out)
-        assert line =~ "cannot create the report file: #{ro}/r.txt: Read-only file system"
+        for {var, file, what} <- [
+              {"MTRACE_REPORT", "r.txt", "report"},
+              {"MTRACE_CSV", "c.csv", "CSV"}
+            ] do
+          {out, 3} = run(bin("leaky"), ["3"], [{var, Path.join(ro, file)}])
+          assert String.starts_with?(out, "leaky: done\n")
+          assert [line] = said(out)
+          assert line =~ "cannot create the #{what} file: #{ro}/#{file}: Read-only file system"
 
-        {out, 3} = run(bin("leaky"), ["3"], [{"MTRACE_REPORT", Path.join(full, "r.txt")}])
-        assert String.starts_with?(out, "leaky: done\n")
-        assert [line] = said(out)
-        assert line =~ "#{full}/r.txt: No space left on device"
-        assert File.ls!(full) == ["fill"]
+          {out, 3} = run(bin("leaky"), ["3"], [{var, Path.join(full, file)}])
+          assert String.starts_with?(out, "leaky: done\n")
+          assert [line] = said(out)
+          assert line =~ "#{full}/#{file}: No space left on device"
+          assert File.ls!(full) == ["fill"]
+        end
 
       why ->
         IO.puts("\nskipped: tmpfs cannot be mounted here (#{inspect(why)}); needs root")

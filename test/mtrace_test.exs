@@ -2,6 +2,7 @@ defmodule MtraceTest do
   # The table is one per node: these tests must not run beside each other.
   use ExUnit.Case, async: false
   import Bitwise
+  import ExUnit.CaptureLog
   import Mtrace.Test.Helpers
   alias Mtrace.Test.Leaky
 
@@ -189,7 +190,15 @@ defmodule MtraceTest do
              {14000, 2, "operator new(unsigned long)"}
            ]
 
-    assert Mtrace.top(10, library: "leaky.so", max_age: 0.0) |> Enum.all?(&(&1.oldest_age == 0))
+    # Once the clock's tick has passed (mark/0 waits for it), every block is older than 0 s.
+    Mtrace.mark()
+    assert Mtrace.top(10, library: "leaky.so", max_age: 0.0) == []
+
+    assert brief(Mtrace.top(10, library: "leaky.so", max_age: 3600)) == [
+             {15001, 3, "leak_malloc"},
+             {14000, 2, "operator new(unsigned long)"},
+             {300, 1, "leak_calloc"}
+           ]
 
     # olds takes the same filters: a Regex, matched against the names it returns, and a string.
     assert Mtrace.olds(10, demangle: true, function: ~r/^leaky::cxx_/)
@@ -256,6 +265,19 @@ defmodule MtraceTest do
     assert cleared >= 50
     assert records_at(addresses) == %{}
     Enum.each(addresses, &Leaky.release(:malloc, &1))
+  end
+
+  test "a diff across a reset warns that the blocks live at the reset read as freed" do
+    a = Leaky.alloc(:malloc, 3333)
+    mark = Mtrace.mark()
+    diff = fn -> Enum.map(Mtrace.diff(mark, library: "leaky.so"), &{&1.bytes, &1.freed_bytes}) end
+
+    assert capture_log(fn -> assert diff.() == [] end) == ""
+
+    Mtrace.reset()
+    log = capture_log(fn -> assert diff.() == [{-3333, 3333}] end)
+    assert log =~ "[warning] Mtrace.diff/2: Mtrace.reset/0 ran since the mark"
+    Leaky.release(:malloc, a)
   end
 
   test "bad options of top, diff and olds raise ArgumentError naming them" do

@@ -423,7 +423,8 @@ defmodule Mtrace.ReportTest do
       {"LD_PRELOAD", nil},
       {"MTRACE_REPORT", Path.join(out, "r.txt")},
       {"MTRACE_CSV", Path.join(out, "c.csv")},
-      {"MTRACE_REPORT_SIGNAL", "USR2"}
+      {"MTRACE_REPORT_SIGNAL", "USR2"},
+      {"MTRACE_DEBUG_DIRS", Path.join(dir, "debug")}
     ]
 
     {text, 0} = run(prog, [], env, cd: out)
@@ -431,6 +432,7 @@ defmodule Mtrace.ReportTest do
 
     assert Enum.sort(said(text)) == [
              "mtrace: MTRACE_CSV=#{out}/c.csv" <> ignored,
+             "mtrace: MTRACE_DEBUG_DIRS=#{dir}/debug" <> ignored,
              "mtrace: MTRACE_REPORT=#{out}/r.txt" <> ignored,
              "mtrace: MTRACE_REPORT_SIGNAL=USR2" <> ignored
            ]
