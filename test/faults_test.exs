@@ -48,7 +48,9 @@ defmodule Mtrace.FaultsTest do
 
     text = File.read!(report)
     assert text =~ "leaked at exit: 64 bytes in 1 block"
-    assert text =~ ~r/by 0x[0-9a-f]+: other_alloc \(other.c:\d+\) \[unloaded\]/
+
+    assert text =~
+             ~r/by 0x[0-9a-f]+: other_alloc \(other.c:\d+\) \S+\/other.so\+0x[0-9a-f]+ \[unloaded\]/
   end
 
   @tag :tmp_dir
