@@ -92,6 +92,14 @@ defmodule Mtrace.Test.BeamStorm do
 
   defp bad(state, wrong), do: %{state | bad: state.bad + wrong}
 
+  defp wrong_parity?(stack, bytes, blocks) do
+    case function_at(stack, 1) do
+      "leak_malloc" -> rem(bytes, 2) != 0
+      "leak_calloc" -> rem(bytes, 2) != rem(blocks, 2)
+      _ -> false
+    end
+  end
+
   defp function_at(stack, i) do
     case Enum.at(stack, i) do
       %{function: function} -> function
@@ -103,13 +111,7 @@ defmodule Mtrace.Test.BeamStorm do
   # blocks sums odd sizes (its bytes and blocks have one parity), a malloc'd one even sizes.
   defp other_reader(0, state) do
     Mtrace.top(50, library: "leaky.so")
-    |> Enum.count(fn site ->
-      case function_at(site.stack, 1) do
-        "leak_malloc" -> rem(site.bytes, 2) != 0
-        "leak_calloc" -> rem(site.bytes, 2) != rem(site.blocks, 2)
-        _ -> false
-      end
-    end)
+    |> Enum.count(&wrong_parity?(&1.stack, &1.bytes, &1.blocks))
     |> then(&bad(state, &1))
   end
 
@@ -128,11 +130,7 @@ defmodule Mtrace.Test.BeamStorm do
 
       site.bytes != site.allocated_bytes - site.freed_bytes or
         site.blocks != site.allocated_blocks - site.freed_blocks or
-        case function_at(site.stack, 1) do
-          "leak_malloc" -> Enum.any?(parts, fn {bytes, _} -> rem(bytes, 2) != 0 end)
-          "leak_calloc" -> Enum.any?(parts, fn {b, n} -> rem(b, 2) != rem(n, 2) end)
-          _ -> false
-        end
+        Enum.any?(parts, fn {bytes, blocks} -> wrong_parity?(site.stack, bytes, blocks) end)
     end)
     |> then(&bad(state, &1))
   end
