@@ -654,6 +654,9 @@ defmodule Mtrace do
       `group: :erlang` and `erlang:` find nothing); `:no_jit` (an emulator without the JIT);
       `:off` (another unwinding mode).
 
+  With `nodes:` and `timeout:`, as in `top/2`, each node's map; a node without the preload
+  answers `{:error, :not_preloaded}`, as it does to the other readers.
+
   ## Examples
 
       Mtrace.stats()
@@ -665,7 +668,13 @@ defmodule Mtrace do
     opts = Options.validate!(:stats, "Mtrace.stats/1", opts)
 
     if opts[:nodes],
-      do: across(:stats, "Mtrace.stats/1", opts, fn _, local -> [local] end),
+      do:
+        :stats
+        |> across("Mtrace.stats/1", opts, fn _, local -> [local] end)
+        |> Map.new(fn
+          {node, %{preloaded: false}} -> {node, {:error, :not_preloaded}}
+          answer -> answer
+        end),
       else: stats_here()
   end
 

@@ -67,7 +67,7 @@ defmodule Mtrace.ClusterTest do
 
     assert r.stats == %{
              b => {:preloaded, true},
-             c => {:preloaded, false},
+             c => {:error, :not_preloaded},
              d => {:error, :no_mtrace},
              ghost => {:error, :noconnection}
            }
