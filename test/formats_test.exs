@@ -293,6 +293,27 @@ defmodule Mtrace.FormatsTest do
     assert Enum.map(stack, & &1.address) |> hd() == 0x7F00000D601
   end
 
+  test "a text report's inlined functions read back as inlined frames of their caller's address" do
+    text = """
+    10 bytes in 1 block lost (1 direct, 0 indirect), site 1 of 1
+        at 0x7f00000d601: malloc (hooks.c:73) /m/mtrace.so+0xd601
+        by 0x55000001234: inner (a.c:3) /p/prog+0x1234
+        by 0x55000001234: middle (a.c:6) /p/prog+0x1234
+        by 0x55000001234: outer (a.c:9) /p/prog+0x1234
+        by 0x55000001300: main (a.c:20) /p/prog+0x1300
+    """
+
+    assert [%Mtrace.Site{stack: stack}] = Mtrace.Report.sites(text)
+
+    assert Enum.map(stack, &{&1.function, &1.inlined}) == [
+             {"malloc", false},
+             {"inner", true},
+             {"middle", true},
+             {"outer", false},
+             {"main", false}
+           ]
+  end
+
   @tag :tmp_dir
   test "write/3 what: {:diff, mark} writes what grew since the mark", %{tmp_dir: dir} do
     mark = Mtrace.mark()

@@ -23,9 +23,16 @@ defmodule Mtrace.Report do
     part
     |> String.split("\n")
     |> Enum.reduce([], &line/2)
-    |> Enum.map(fn s -> %{s | stack: Enum.reverse(s.stack)} end)
+    |> Enum.map(fn s -> %{s | stack: s.stack |> Enum.reverse() |> inlined()} end)
     |> Enum.reverse()
   end
+
+  # An address with inlined functions has a line for each, innermost first, all with that
+  # address: every frame but the last of such a run is inlined.
+  defp inlined([frame, next | rest]),
+    do: [%{frame | inlined: frame.address == next.address} | inlined([next | rest])]
+
+  defp inlined(stack), do: stack
 
   defp line(text, sites) do
     case {Regex.run(@site, text), sites != [] and Regex.run(@frame, text)} do
