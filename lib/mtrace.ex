@@ -507,6 +507,12 @@ defmodule Mtrace do
   """
   @spec write(Path.t(), atom(), keyword()) :: :ok | {:error, File.posix()}
   def write(path, format, opts \\ []) do
+    path = path!(path)
+    writer!("Mtrace.write/3", format)
+
+    unless is_list(opts) and Keyword.keyword?(opts),
+      do: raise(ArgumentError, "Mtrace.write/3: expected a keyword list, got: #{inspect(opts)}")
+
     if Keyword.has_key?(opts, :nodes),
       do:
         raise(
@@ -559,15 +565,74 @@ defmodule Mtrace do
       )
 
   def render(sites, format, opts) do
+    writer = writer!("Mtrace.render/3", format)
+
+    unless is_list(sites) and Enum.all?(sites, &is_struct(&1, Site)),
+      do:
+        raise(
+          ArgumentError,
+          "Mtrace.render/3: expected a list of Mtrace.Site structs, got: #{inspect(sites)}"
+        )
+
+    writer.render(sites, render_opts!(opts))
+  end
+
+  defp writer!(name, format) do
     case Map.fetch(@formats, format) do
       {:ok, writer} ->
-        writer.render(sites, opts)
+        writer
 
       :error ->
         raise ArgumentError,
-              "Mtrace.render/3: format must be one of #{@formats |> Map.keys() |> Enum.sort() |> inspect()}, " <>
+              "#{name}: format must be one of #{@formats |> Map.keys() |> Enum.sort() |> inspect()}, " <>
                 "got: #{inspect(format)}"
     end
+  end
+
+  defp render_opts!(opts) do
+    unless is_list(opts) and Keyword.keyword?(opts),
+      do: raise(ArgumentError, "Mtrace.render/3: expected a keyword list, got: #{inspect(opts)}")
+
+    for {key, value} <- opts do
+      case key do
+        :threshold when is_number(value) and value >= 0 and value <= 100 ->
+          :ok
+
+        :title when is_binary(value) ->
+          :ok
+
+        key when key in [:threshold, :title] ->
+          bad_render_opt!(key, value)
+
+        key ->
+          raise ArgumentError,
+                "Mtrace.render/3: unknown option #{inspect(key)}; the options are :threshold, :title"
+      end
+    end
+
+    opts
+  end
+
+  defp bad_render_opt!(:threshold, value),
+    do:
+      raise(
+        ArgumentError,
+        "Mtrace.render/3: threshold must be a percentage, 0 to 100, got: #{inspect(value)}"
+      )
+
+  defp bad_render_opt!(:title, value),
+    do: raise(ArgumentError, "Mtrace.render/3: title must be a string, got: #{inspect(value)}")
+
+  defp path!(path) when is_binary(path), do: path
+
+  defp path!(path) do
+    case is_list(path) && :unicode.characters_to_binary(path) do
+      text when is_binary(text) -> text
+      _ -> raise ArgumentError, "Mtrace.write/3: path must be a string, got: #{inspect(path)}"
+    end
+  rescue
+    ArgumentError ->
+      raise ArgumentError, "Mtrace.write/3: path must be a string, got: #{inspect(path)}"
   end
 
   @doc """
