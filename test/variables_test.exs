@@ -35,6 +35,27 @@ defmodule Mtrace.VariablesTest do
         do: refute(File.read!(file) =~ ~r/getenv\("MTRACE_/, file)
   end
 
+  test "a node given malformed values runs with the defaults the table declares" do
+    defaults = Map.new(options(), fn {name, default, _} -> {name, default} end)
+
+    stats =
+      node_result("Mtrace.stats()", [
+        {"LD_PRELOAD", mtrace_so()},
+        {"MTRACE_SLOTS_MAX", "lots"},
+        {"MTRACE_DEPTH", "1e3"},
+        {"MTRACE_UNWIND", "dwarf"},
+        {"MTRACE_LANES", "9"},
+        {"MTRACE_SAMPLE", "-1"}
+      ])
+
+    assert stats.preloaded
+    assert stats.slots_max == String.to_integer(defaults["MTRACE_SLOTS_MAX"])
+    assert stats.depth == String.to_integer(defaults["MTRACE_DEPTH"])
+    assert Atom.to_string(stats.unwind) == defaults["MTRACE_UNWIND"]
+    assert stats.lanes == min(:erlang.system_info(:logical_processors_available), 2)
+    assert stats.sample_bytes == String.to_integer(defaults["MTRACE_SAMPLE"])
+  end
+
   test "bin/mtrace --help lists every variable with its default and meaning" do
     {help, 0} = System.cmd(Path.join(@root, "bin/mtrace"), ["--help"])
 
