@@ -134,7 +134,7 @@ defmodule Mtrace.ErlangTest do
 
   test "leaks/1 and diff/2 take the erlang: filter and give Erlang frames in their sites" do
     # Chain.a/1 returns the block's address as a small integer, which is not a pointer: the
-    # node loses the blocks it drops. Called from code that erl_eval runs, both blocks have one
+    # node loses the blocks it drops. Called from code that erl_eval runs, the blocks share one
     # stack: leaks/1 is asked for one site a block.
     {lost, grown, none} =
       in_node(
@@ -142,9 +142,9 @@ defmodule Mtrace.ErlangTest do
         erlang_of = fn sites ->
           for s <- sites, do: {s.bytes, for(%{kind: :erlang, function: f} <- s.stack, do: f)}
         end
-        _ = Chain.a(4401)
+        _ = for n <- 4401..4408, do: Chain.a(n)
         mark = Mtrace.mark()
-        _ = Chain.a(4402)
+        _ = Chain.a(4500)
         Process.sleep(1100)
         {erlang_of.(Mtrace.leaks(erlang: "Mtrace.Test.Chain:b/1", min_size: 4401, blocks: true)),
          erlang_of.(Mtrace.diff(mark, erlang: "Mtrace.Test.Chain")),
@@ -153,11 +153,13 @@ defmodule Mtrace.ErlangTest do
         @erlang
       )
 
-    # The mark is conservative: a block may read as reachable now and then, never one of the
-    # VM's as lost through the chain.
-    assert lost != [] and Enum.all?(lost, fn {bytes, _} -> bytes in [4401, 4402] end)
+    # The mark is conservative: a block may read as reachable now and then (so nine are lost),
+    # never one of the VM's as lost through the chain.
+    assert lost != [] and
+             Enum.all?(lost, fn {bytes, _} -> bytes in 4401..4408 or bytes == 4500 end)
+
     assert Enum.all?(lost, fn {_, fs} -> Enum.slice(fs, 1, 3) == [:c, :b, :a] end), inspect(lost)
-    assert [{4402, [_, :c, :b, :a | _]}] = grown
+    assert [{4500, [_, :c, :b, :a | _]}] = grown
     assert none == []
   end
 
