@@ -389,24 +389,22 @@ static ERL_NIF_TERM leaks(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     }
     /* The filter is applied after the mark, which reads every block: a block outside the filter
      * may be the only way to one inside it. Symbolizing for it runs with the threads going. */
-    uint8_t *shown = enif_alloc(r.snap.heap ? r.snap.heap : 1);
     size_t lost = 0;
     uint64_t kept_bytes = 0, kept_blocks = 0;
-    for (size_t i = 0; shown && i < r.snap.heap; i++) {
-        shown[i] = 0;
+    for (size_t i = 0; i < r.snap.heap; i++) {
         if (r.state[i] == MT_REACH_REACHABLE) {
             kept_bytes += r.snap.rec[i].size;
             kept_blocks++;
         } else if (wanted(&f, &r.snap, &r.snap.rec[i])) {
-            shown[i] = 1;
             lost++;
         }
     }
-    ERL_NIF_TERM *items = shown ? enif_alloc((lost ? lost : 1) * sizeof *items) : NULL;
+    /* The second pass asks the filter again: its answer per stack is memoized. */
+    ERL_NIF_TERM *items = enif_alloc((lost ? lost : 1) * sizeof *items);
     size_t k = 0;
     for (size_t i = 0; items && i < r.snap.heap; i++) {
         const struct mt_record *b = &r.snap.rec[i];
-        if (!shown[i]) continue;
+        if (r.state[i] == MT_REACH_REACHABLE || !wanted(&f, &r.snap, b)) continue;
         ERL_NIF_TERM t[5] = {
             enif_make_uint64(env, b->addr),
             enif_make_uint64(env, b->size),
@@ -435,7 +433,6 @@ static ERL_NIF_TERM leaks(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     pair[0] = enif_make_list_from_array(env, items, (unsigned)k);
     pair[1] = info;
     enif_free(items);
-    enif_free(shown);
     enif_free(f.memo);
     mt_reach_drop(&r);
     mt_guard_release();
