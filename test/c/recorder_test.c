@@ -19,6 +19,7 @@
 #include "../../c_src/recorder.h"
 #include "../../c_src/stack.h"
 #include "../../c_src/table.h"
+#include "blocks.h"
 
 /* Passed and failed checks, in memory shared with the children that make checks of their own. */
 static int *counts;
@@ -27,35 +28,6 @@ static void check(int ok, const char *what)
 {
     printf("%s: %s\n", ok ? "ok" : "FAILED", what);
     __atomic_fetch_add(&counts[!ok], 1, __ATOMIC_RELAXED);
-}
-
-#define HOOK ((uintptr_t)0x1234)
-/* No frame has this stack pointer: the recorder falls back to a plain unwind. */
-#define SITE (&(struct mt_site){HOOK, 0x5678, 16})
-/* Each made-up block's size is a function of its address: a record whose size does not match its
- * address was torn or misattributed. Sizes start at 64 bytes, so that under MTRACE_SAMPLE=1 every
- * block is sampled but for a chance of e^-64. */
-static uint64_t size_of(uintptr_t a)
-{
-    return (a >> 4) * 2654435761u % 100000 + 64;
-}
-static void *block(unsigned owner, unsigned i)
-{
-    return (void *)(((uintptr_t)owner << 32) + 16 * (uintptr_t)(i + 1));
-}
-
-static void alloc(void *p)
-{
-    if (mt_enter(MT_MALLOC)) mt_alloc_done(p, size_of((uintptr_t)p), SITE);
-}
-
-/* As the free hook does it. */
-static void release(void *p)
-{
-    if (mt_enter(MT_FREE))
-        mt_forget(p);
-    else
-        mt_forget_unentered(p);
 }
 
 struct scan {

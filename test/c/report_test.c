@@ -15,6 +15,7 @@
 
 #include "../../c_src/recorder.h"
 #include "../../c_src/report.h"
+#include "blocks.h"
 
 static int passed, failed;
 
@@ -24,28 +25,7 @@ static void check(int ok, const char *what)
     ok ? passed++ : failed++;
 }
 
-#define SITE (&(struct mt_site){0x1234, 0x5678, 16})
 enum { KEPT = 1000, CHURNERS = 4, WINDOW = 64, REPORTS = 200 };
-
-static uint64_t size_of(uintptr_t a)
-{
-    return (a >> 4) * 2654435761u % 100000 + 64;
-}
-static void *block(unsigned owner, unsigned i)
-{
-    return (void *)(((uintptr_t)owner << 32) + 16 * (uintptr_t)(i + 1));
-}
-static void alloc(void *p)
-{
-    if (mt_enter(MT_MALLOC)) mt_alloc_done(p, size_of((uintptr_t)p), SITE);
-}
-static void release(void *p)
-{
-    if (mt_enter(MT_FREE))
-        mt_forget(p);
-    else
-        mt_forget_unentered(p);
-}
 
 static int stop;
 
