@@ -114,10 +114,8 @@ defmodule Mtrace.CsvTest do
 
   @tag :tmp_dir
   test "a symbolic link at the path is refused, once, and its target untouched", %{tmp_dir: dir} do
-    victim = Path.join(dir, "victim")
-    File.write!(victim, "precious")
     link = Path.join(dir, "out.csv")
-    File.ln_s!(victim, link)
+    victim = plant_link!(link)
     # Three passes or more, one line.
     {out, 0} = run(bin("csvprog"), ["25"], env(link))
     assert [line] = said(out)

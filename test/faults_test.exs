@@ -143,10 +143,8 @@ defmodule Mtrace.FaultsTest do
        %{tmp_dir: dir} do
     fifo = Path.join(dir, "fifo")
     {_, 0} = System.cmd("mkfifo", [fifo])
-    victim = Path.join(dir, "victim")
-    File.write!(victim, "precious")
     link = Path.join(dir, "link")
-    File.ln_s!(victim, link)
+    victim = plant_link!(link)
 
     for var <- ["MTRACE_REPORT", "MTRACE_CSV"], path <- [fifo, link] do
       {out, 0} = run(bin("faults"), ["busy", "10"], [{var, path}])
@@ -165,9 +163,7 @@ defmodule Mtrace.FaultsTest do
   @tag :tmp_dir
   test "a symbolic link and a FIFO at the paths of signal reports: refused, the next written",
        %{tmp_dir: dir} do
-    victim = Path.join(dir, "victim")
-    File.write!(victim, "precious")
-    File.ln_s!(victim, Path.join(dir, "faults-2.txt"))
+    victim = plant_link!(Path.join(dir, "faults-2.txt"))
     {_, 0} = System.cmd("mkfifo", [Path.join(dir, "faults-3.txt")])
 
     # Each signal once the one before has been answered (its report written or its line said),

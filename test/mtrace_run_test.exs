@@ -164,9 +164,7 @@ defmodule Mtrace.RunTest do
 
   @tag :tmp_dir
   test "a relative -o is the caller's directory's, and a link there is refused", %{tmp_dir: dir} do
-    victim = Path.join(dir, "victim")
-    File.write!(victim, "precious")
-    File.ln_s!(victim, Path.join(dir, "leaks.txt"))
+    victim = plant_link!(Path.join(dir, "leaks.txt"))
     {out, 0} = mtrace(["run", "-o", "leaks.txt", bin("leaky")], cd: dir)
     assert [line] = said(out)
     assert line == "mtrace: cannot create the report file: #{dir}/leaks.txt: File exists"

@@ -285,10 +285,8 @@ defmodule Mtrace.ReportTest do
   @tag :tmp_dir
   test "a symbolic link planted at the report path is refused, its target untouched",
        %{tmp_dir: dir} do
-    victim = Path.join(dir, "victim")
-    File.write!(victim, "precious")
     link = Path.join(dir, "report.txt")
-    File.ln_s!(victim, link)
+    victim = plant_link!(link)
     {out, 0} = run(bin("leaky"), [], [{"MTRACE_REPORT", link}])
     assert ["mtrace: cannot create the report file: " <> why] = said(out)
     assert why == "#{link}: File exists"

@@ -36,6 +36,17 @@ defmodule Mtrace.Test.Report do
     )
   end
 
+  @doc """
+  Plants a symbolic link at link to a file "victim" beside it, holding "precious", as an attacker
+  would at a path mtrace writes; returns the victim's path.
+  """
+  def plant_link!(link) do
+    victim = Path.join(Path.dirname(link), "victim")
+    File.write!(victim, "precious")
+    File.ln_s!(victim, link)
+    victim
+  end
+
   @doc "The rows sql gives on a CSV file imported into sqlite3 as table t, as lists of fields."
   def sqlite(file, sql) do
     {out, 0} =
