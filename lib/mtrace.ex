@@ -510,10 +510,7 @@ defmodule Mtrace do
     path = path!(path)
     writer!("Mtrace.write/3", format)
 
-    unless is_list(opts) and Keyword.keyword?(opts),
-      do: raise(ArgumentError, "Mtrace.write/3: expected a keyword list, got: #{inspect(opts)}")
-
-    if Keyword.has_key?(opts, :nodes),
+    if Keyword.has_key?(Options.keyword!("Mtrace.write/3", opts), :nodes),
       do:
         raise(
           ArgumentError,
@@ -574,7 +571,8 @@ defmodule Mtrace do
           "Mtrace.render/3: expected a list of Mtrace.Site structs, got: #{inspect(sites)}"
         )
 
-    writer.render(sites, render_opts!(opts))
+    opts = Options.validate!(:render, "Mtrace.render/3", opts)
+    writer.render(sites, Enum.reject(opts, fn {_, value} -> is_nil(value) end))
   end
 
   defp writer!(name, format) do
@@ -588,40 +586,6 @@ defmodule Mtrace do
                 "got: #{inspect(format)}"
     end
   end
-
-  defp render_opts!(opts) do
-    unless is_list(opts) and Keyword.keyword?(opts),
-      do: raise(ArgumentError, "Mtrace.render/3: expected a keyword list, got: #{inspect(opts)}")
-
-    for {key, value} <- opts do
-      case key do
-        :threshold when is_number(value) and value >= 0 and value <= 100 ->
-          :ok
-
-        :title when is_binary(value) ->
-          :ok
-
-        key when key in [:threshold, :title] ->
-          bad_render_opt!(key, value)
-
-        key ->
-          raise ArgumentError,
-                "Mtrace.render/3: unknown option #{inspect(key)}; the options are :threshold, :title"
-      end
-    end
-
-    opts
-  end
-
-  defp bad_render_opt!(:threshold, value),
-    do:
-      raise(
-        ArgumentError,
-        "Mtrace.render/3: threshold must be a percentage, 0 to 100, got: #{inspect(value)}"
-      )
-
-  defp bad_render_opt!(:title, value),
-    do: raise(ArgumentError, "Mtrace.render/3: title must be a string, got: #{inspect(value)}")
 
   defp path!(path) when is_binary(path), do: path
 

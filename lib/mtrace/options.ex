@@ -28,7 +28,9 @@ defmodule Mtrace.Options do
     mark: @cluster,
     stats: @cluster,
     watch:
-      [interval: 10_000, n: 5, count: nil, group: :stack] ++ Keyword.take(@filters, @by_stack)
+      [interval: 10_000, n: 5, count: nil, group: :stack] ++ Keyword.take(@filters, @by_stack),
+    # The writers' own defaults (Mtrace.Format.*) hold for an option left nil.
+    render: [threshold: nil, title: nil]
   }
 
   @max_u64 0xFFFF_FFFF_FFFF_FFFF
@@ -36,9 +38,7 @@ defmodule Mtrace.Options do
   @spec validate!(atom(), String.t(), term()) :: keyword()
   def validate!(reader, name, opts) do
     defaults = Map.fetch!(@defaults, reader)
-
-    unless is_list(opts) and Keyword.keyword?(opts),
-      do: raise(ArgumentError, "#{name}: expected a keyword list, got: #{inspect(opts)}")
+    keyword!(name, opts)
 
     case Keyword.validate(opts, defaults) do
       {:ok, valid} ->
@@ -55,6 +55,15 @@ defmodule Mtrace.Options do
               "#{name}: #{why}; " <>
                 "the options are #{defaults |> Keyword.keys() |> Enum.map_join(", ", &inspect/1)}"
     end
+  end
+
+  @doc "opts, or an ArgumentError of name's when it is not a keyword list."
+  @spec keyword!(String.t(), term()) :: keyword()
+  def keyword!(name, opts) do
+    unless is_list(opts) and Keyword.keyword?(opts),
+      do: raise(ArgumentError, "#{name}: expected a keyword list, got: #{inspect(opts)}")
+
+    opts
   end
 
   @doc """
@@ -150,6 +159,12 @@ defmodule Mtrace.Options do
   defp check!(_name, :count, value) when is_nil(value) or (is_integer(value) and value > 0),
     do: value
 
+  defp check!(_name, :threshold, value)
+       when is_nil(value) or (is_number(value) and value >= 0 and value <= 100),
+       do: value
+
+  defp check!(_name, :title, value) when is_nil(value) or is_binary(value), do: value
+
   defp check!(_name, :group, value) when value in [:stack, :function, :erlang], do: value
   defp check!(_name, :group, {:depth, k} = value) when is_integer(k) and k > 0, do: value
 
@@ -175,6 +190,8 @@ defmodule Mtrace.Options do
         k when k in [:timeout, :interval] -> "a number of milliseconds, more than 0"
         :n -> "a whole number, more than 0"
         :count -> "nil or a whole number, more than 0"
+        :threshold -> "a percentage, 0 to 100"
+        :title -> "a string"
         _ -> "true or false"
       end
 
