@@ -564,8 +564,10 @@ static ERL_NIF_TERM stats(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     PUT_U("sampled", s.sampled);
     PUT_U("dropped", s.dropped);
     PUT_U("depth", mt_config.depth);
-    /* For stats/0's erlang_frames, which the Elixir side derives and removes. */
-    PUT("perf_map", mt_stack_perf_map() ? atom_true : atom_false);
+    /* For stats/0's erlang_frames, which the Elixir side derives and removes; looked at only in
+     * the mode that follows the map. */
+    PUT("perf_map",
+        mt_config.unwind == MT_UNWIND_ERLANG && mt_stack_perf_map() ? atom_true : atom_false);
     PUT("unwind", enif_make_atom(env, mt_config.unwind == MT_UNWIND_FP       ? "fp"
                                       : mt_config.unwind == MT_UNWIND_ERLANG ? "erlang"
                                                                              : "libunwind"));
