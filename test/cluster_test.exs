@@ -9,7 +9,6 @@ defmodule Mtrace.ClusterTest do
 
   test "top, leaks, mark, diff and stats gather over nodes, with an error for each node that cannot answer" do
     code = """
-    {_, 0} = System.cmd("epmd", ["-daemon"], env: [{"LD_PRELOAD", nil}])
     {:ok, _} = :net_kernel.start([:"mtrace_a\#{System.pid()}@127.0.0.1", :longnames])
     paths = :code.get_path()
     mine = String.to_charlist(Path.join(:code.lib_dir(:mtrace), "ebin"))
@@ -60,6 +59,7 @@ defmodule Mtrace.ClusterTest do
     IO.puts("RESULT " <> Base.encode64(:erlang.term_to_binary(result)))
     """
 
+    epmd!()
     {out, 0} = run_node(code)
     [_, b64] = Regex.run(~r/^RESULT (\S+)$/m, out)
     r = b64 |> Base.decode64!() |> :erlang.binary_to_term()

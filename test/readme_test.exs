@@ -35,8 +35,7 @@ defmodule Mtrace.ReadmeTest do
     node = "myapp_readme_#{System.unique_integer([:positive])}"
     env = @clean ++ [{"RELEASE_NODE", node}]
     on_exit(fn -> stop(Path.join(app, "_build/prod/rel/myapp/bin/myapp"), env, node) end)
-    # An epmd the daemon would start would outlive the test with the preload.
-    System.cmd("epmd", ["-daemon"], env: [{"LD_PRELOAD", nil}])
+    Mtrace.Test.Helpers.epmd!()
 
     outputs = for block <- replayed_blocks(text), step <- block, do: replay!(app, env, step)
 

@@ -58,8 +58,7 @@ defmodule Mtrace.ReleaseTest do
     env = [{"RELEASE_NODE", node}, {"LD_PRELOAD", "libm.so.6"}, {"MTRACE_SLOTS", "65536"}]
     on_exit(fn -> stop(bin, env, node) end)
 
-    # An epmd the node would start would outlive the test with the preload: start it without.
-    System.cmd("epmd", ["-daemon"], env: [{"LD_PRELOAD", nil}])
+    Mtrace.Test.Helpers.epmd!()
     {out, status} = System.cmd(bin, ["daemon"], env: env, stderr_to_stdout: true)
     assert status == 0, out
     wait_until_up(bin, env)

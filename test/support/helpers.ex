@@ -97,6 +97,29 @@ defmodule Mtrace.Test.Helpers do
   end
 
   @doc """
+  Starts epmd without the preload (a daemon a node started would outlive the test with it) and
+  waits until it answers: `epmd -daemon` returns before the daemon listens, and a node that
+  registers in between fails with econnrefused.
+  """
+  def epmd! do
+    System.cmd("epmd", ["-daemon"], env: [{"LD_PRELOAD", nil}])
+    wait_for_epmd(100)
+  end
+
+  defp wait_for_epmd(0), do: ExUnit.Assertions.flunk("epmd did not answer within 5 s")
+
+  defp wait_for_epmd(tries) do
+    case System.cmd("epmd", ["-names"], env: [{"LD_PRELOAD", nil}], stderr_to_stdout: true) do
+      {_, 0} ->
+        :ok
+
+      _ ->
+        Process.sleep(50)
+        wait_for_epmd(tries - 1)
+    end
+  end
+
+  @doc """
   Runs Elixir code in a fresh node that has this project's modules, with env (a nil value
   unsets a variable; LD_PRELOAD is unset unless given). Returns {output, exit_status}.
   """

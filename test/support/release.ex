@@ -26,7 +26,8 @@ defmodule Mtrace.Test.Release do
 
   @doc """
   Stops the node, then kills what is left of the processes started for it (the node, run_erl
-  and their shells), also when the test failed early.
+  and their shells), also when the test failed early. An epmd the node started is spared: it
+  serves every node of the machine, and killing it fails other tests' distribution.
   """
   def stop(bin, env, node) do
     System.cmd(bin, ["stop"], env: env, stderr_to_stdout: true)
@@ -55,6 +56,7 @@ defmodule Mtrace.Test.Release do
         pid =~ ~r/^\d+$/,
         {:ok, environ} <- [File.read("/proc/#{pid}/environ")],
         String.contains?("\0" <> environ, marker),
+        File.read("/proc/#{pid}/comm") != {:ok, "epmd\n"},
         do: pid
   end
 end
