@@ -24,6 +24,7 @@
 #include "report.h"
 #include "stack.h"
 #include "symbols.h"
+#include "world.h"
 #include "writer.h"
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -195,6 +196,7 @@ static void *worker(void *arg)
 {
     (void)arg;
     mt_guard_hold();
+    mt_world_exclude();
     uint64_t period = (uint64_t)mt_config.csv_period * 1000u, next = now_ms() + period;
     for (;;) {
         int timeout = -1;

@@ -34,6 +34,7 @@ static size_t listed;                   /* entries of threads in use by the stop
 static int stop_signal;                 /* chosen at the first stop; 0 when none was free */
 static int state = IDLE;
 static int inside;
+static pid_t excluded, excluded_in; /* mt_world_exclude()'s thread, and its process */
 
 static const int saved[MT_WORLD_REGS] = {
     REG_RAX, REG_RBX, REG_RCX, REG_RDX, REG_RSI, REG_RDI, REG_RBP, REG_RSP, REG_R8,
@@ -43,6 +44,12 @@ static const int saved[MT_WORLD_REGS] = {
 static pid_t gettid_(void)
 {
     return (pid_t)syscall(SYS_gettid);
+}
+
+void mt_world_exclude(void)
+{
+    __atomic_store_n(&excluded, gettid_(), __ATOMIC_RELAXED);
+    __atomic_store_n(&excluded_in, getpid(), __ATOMIC_RELEASE);
 }
 
 static void on_stop(int sig, siginfo_t *si, void *ctx)
@@ -110,6 +117,10 @@ struct dirent64_ {
 /* Adds the threads not listed yet, but self; returns how many, or -1 with errno. */
 static long list_new(struct mt_world *w, pid_t self)
 {
+    /* a forked child has no copy of the thread, and its tid may be reused there */
+    pid_t skip = __atomic_load_n(&excluded_in, __ATOMIC_ACQUIRE) == getpid()
+                     ? __atomic_load_n(&excluded, __ATOMIC_RELAXED)
+                     : 0;
     int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) return -1;
     long added = 0;
@@ -122,7 +133,7 @@ static long list_new(struct mt_world *w, pid_t self)
             pid_t tid = 0;
             for (const char *c = d->name; *c >= '0' && *c <= '9'; c++)
                 tid = tid * 10 + (*c - '0');
-            if (tid <= 0 || tid == self) continue;
+            if (tid <= 0 || tid == self || tid == skip) continue;
             size_t i = 0;
             while (i < w->n && threads[i].tid != tid)
                 i++;
@@ -141,13 +152,46 @@ static long list_new(struct mt_world *w, pid_t self)
     return added;
 }
 
+/* Whether thread tid blocks sig: then it cannot stop, and waiting for it would only add
+ * MT_WORLD_WAIT_MS to the pause. Read from its status line "SigBlk:\t<hex mask>"; a status that
+ * cannot be read says no (the thread is waited for as before). */
+static int blocks(pid_t tid, int sig)
+{
+    char path[48] = "/proc/self/task/", digits[12];
+    size_t at = strlen(path), n = 0;
+    for (unsigned v = (unsigned)tid; v; v /= 10)
+        digits[n++] = (char)('0' + v % 10);
+    while (n)
+        path[at++] = digits[--n];
+    memcpy(path + at, "/status", sizeof "/status");
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    char text[4096];
+    ssize_t got = read(fd, text, sizeof text - 1);
+    close(fd);
+    if (got <= 0) return 0;
+    text[got] = '\0';
+    const char *v = strstr(text, "\nSigBlk:");
+    if (!v) return 0;
+    for (v += 8; *v == ' ' || *v == '\t'; v++)
+        ;
+    uint64_t mask = 0;
+    for (;; v++) {
+        int d = *v >= '0' && *v <= '9' ? *v - '0' : *v >= 'a' && *v <= 'f' ? *v - 'a' + 10 : -1;
+        if (d < 0) break;
+        mask = mask << 4 | (uint64_t)d;
+    }
+    return (int)(mask >> (sig - 1) & 1);
+}
+
 static void wait_for(struct mt_world *w, size_t from, uint64_t deadline, pid_t pid)
 {
     for (;;) {
         int waiting = 0;
         for (size_t i = from; i < w->n; i++) {
             struct mt_world_thread *t = &threads[i];
-            if (t->tid <= 0 || __atomic_load_n(&t->stopped, __ATOMIC_ACQUIRE)) continue;
+            if (t->tid <= 0 || t->blocking || __atomic_load_n(&t->stopped, __ATOMIC_ACQUIRE))
+                continue;
             if (syscall(SYS_tgkill, pid, t->tid, 0) != 0 && errno == ESRCH)
                 t->tid = -t->tid; /* gone */
             else
@@ -184,7 +228,9 @@ int mt_world_stop(struct mt_world *w)
     while ((added = list_new(w, self)) > 0) {
         size_t from = w->n - (size_t)added;
         for (size_t i = from; i < w->n && stop_signal; i++)
-            if (syscall(SYS_tgkill, pid, threads[i].tid, stop_signal) != 0 && errno == ESRCH)
+            if (blocks(threads[i].tid, stop_signal))
+                threads[i].blocking = 1;
+            else if (syscall(SYS_tgkill, pid, threads[i].tid, stop_signal) != 0 && errno == ESRCH)
                 threads[i].tid = -threads[i].tid;
         if (stop_signal) wait_for(w, from, deadline, pid);
     }

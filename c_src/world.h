@@ -7,10 +7,12 @@
  * stack pointer and alternate signal stack, and waits on a futex until resumed.
  *
  * Contract
- * - mt_world_stop() returns once every other thread has stopped, has exited, or has not answered
- *   within MT_WORLD_WAIT_MS (a thread that blocks the signal, or one stuck in the kernel); those
- *   are counted in `running`, with their stack pointers unknown (sp 0). Threads started while
- *   the others stop are found by listing /proc/self/task again until no new one appears.
+ * - mt_world_stop() returns once every other thread has stopped, has exited, blocks the signal
+ *   (read from its /proc status: it is not waited for), or has not answered within
+ *   MT_WORLD_WAIT_MS (one stuck in the kernel); those that did not stop are counted in
+ *   `running`, with their stack pointers unknown (sp 0). Threads started while the others stop
+ *   are found by listing /proc/self/task again until no new one appears. The thread that called
+ *   mt_world_exclude() is none of them: it is not signalled, waited for or counted.
  * - Between stop and resume the caller must not call malloc, take a lock, symbolize or print with
  *   stdio: a stopped thread may hold malloc's arena lock or any of mtrace's own. mtrace's table is
  *   safe (its readers skip slots another thread holds).
@@ -33,6 +35,7 @@
 struct mt_world_thread {
     pid_t tid;
     int stopped;  /* its handler ran and it waits */
+    int blocking; /* it blocks the signal: not sent it, not waited for */
     uintptr_t sp; /* stack pointer where it was stopped, 0 when unknown */
     uintptr_t regs[MT_WORLD_REGS];
     uintptr_t altstack; /* its sigaltstack, which only the kernel may point to; 0 when none */
@@ -44,6 +47,11 @@ struct mt_world {
     int signal;       /* the signal used, 0 when none could be */
     uint64_t stop_ns; /* CLOCK_MONOTONIC when the stop started, for the pause's length */
 };
+
+/* mtrace's own background thread (service.h) blocks every signal and touches none of the
+ * program's memory: the calling thread is left out of every later stop. One thread at a time;
+ * async-signal-safe. */
+void mt_world_exclude(void);
 
 /* Returns 0 (w describes the other threads), or -1 with errno when the thread list cannot be
  * read or its memory mapped: then nothing is stopped. */

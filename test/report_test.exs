@@ -210,6 +210,29 @@ defmodule Mtrace.ReportTest do
   end
 
   @tag :tmp_dir
+  test "a thread that blocks every signal is read whole, not waited for, and mtrace's own report thread is not counted",
+       %{tmp_dir: dir} do
+    # The holder thread blocks every signal (a sigwait thread does); MTRACE_REPORT_SIGNAL starts
+    # mtrace's report thread, which blocks every signal too.
+    {out, 0} =
+      run(bin("reachprog"), ["blocked"], [
+        {"MTRACE_REPORT", Path.join(dir, "r.txt")},
+        {"MTRACE_REPORT_REACHABLE", "1"},
+        {"MTRACE_REPORT_SIGNAL", "USR2"}
+      ])
+
+    assert out == "reachprog: done\n"
+    text = File.read!(Path.join(dir, "r.txt"))
+    r = report!(text)
+    assert r.live == {2192, 6} and r.lost == {3, 3}
+    assert {333, "keep"} in Enum.map(r.reachable_sites, &{&1.bytes, Enum.at(names(&1), 1)})
+    # One other thread, the holder, which did not stop; the stop did not wait out its 500 ms
+    # bound (MT_WORLD_WAIT_MS) for a thread that cannot answer.
+    [_, us] = Regex.run(~r/reachability: 0 of 1 other threads stopped for (\d+) us/, text)
+    assert String.to_integer(us) < 500_000, text
+  end
+
+  @tag :tmp_dir
   test "the lost bytes at exit are LeakSanitizer's, and the runtime's blocks are reachable",
        %{tmp_dir: dir} do
     {lsan, _} = run(bin("leaky_lsan"), [], [{"LD_PRELOAD", nil}])

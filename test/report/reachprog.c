@@ -6,9 +6,13 @@
  *     of a thread still waiting at exit points to
  *   lost: a list of 4 nodes of 48 bytes (1 direct, 3 indirect); 2 blocks of 1000 bytes (lose)
  *     = 2192 bytes in 6 blocks
+ *
+ * With the argument "blocked" the waiting thread blocks every signal, as a program's sigwait
+ * thread does: it cannot be stopped, so its whole stack is read.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +28,7 @@ struct node {
 static void *kept_static;
 static __thread void *kept_tls;
 static int ready[2];
+static int blocked;
 
 NAMED static void *keep(size_t n)
 {
@@ -51,6 +56,11 @@ NAMED static void lose(size_t n)
 NAMED static void *holder(void *arg)
 {
     (void)arg;
+    if (blocked) {
+        sigset_t all;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, NULL);
+    }
     void *volatile held = keep(333);
     char c = 1;
     ssize_t w = write(ready[1], &c, 1);
@@ -60,8 +70,9 @@ NAMED static void *holder(void *arg)
     return held;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    blocked = argc > 1 && strcmp(argv[1], "blocked") == 0;
     kept_static = keep(111);
     kept_tls = keep(222);
     lose_list(4);
