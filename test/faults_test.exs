@@ -53,30 +53,42 @@ defmodule Mtrace.FaultsTest do
              ~r/by 0x[0-9a-f]+: other_alloc \(other.c:\d+\) \S+\/other.so\+0x[0-9a-f]+ \[unloaded\]/
   end
 
+  # Shell lines that wait (5 s at most) until the process $pid handles SIGUSR2 (bit 11 of its
+  # status's SigCgt mask): a signal sent before mtrace's constructor ran would kill it.
+  @handled """
+  i=0; until [ $i -ge 500 ]; do
+    m=$(sed -n 's/^SigCgt:[[:space:]]*//p' /proc/$pid/status 2>/dev/null)
+    m=${m:-0000000000000000}
+    [ $((0x${m#????????} & 0x800)) -ne 0 ] && break
+    i=$((i + 1)); sleep 0.01
+  done
+  """
+
   @tag :tmp_dir
   test "1000 report signals while the program allocates: it ends as it would, each report whole",
        %{tmp_dir: dir} do
     template = Path.join(dir, "%n-%s.txt")
 
     script = """
-    "$1" busy 2000 & pid=$!
-    sleep 0.3
+    env LD_PRELOAD="$2" "$1" busy 2000 & pid=$!
+    #{@handled}
     i=0
     while [ $i -lt 1000 ]; do kill -USR2 $pid; i=$((i + 1)); done
     wait $pid
     """
 
     {out, status} =
-      run("/bin/sh", ["-c", script, "sh", bin("faults")], [
+      run("/bin/sh", ["-c", script, "sh", bin("faults"), so()], [
+        {"LD_PRELOAD", nil},
         {"MTRACE_REPORT", template},
         {"MTRACE_REPORT_SIGNAL", "USR2"}
       ])
 
     assert {out, status} == {"busy: done\n", 0}
     files = File.ls!(dir)
-    # Signals that come while a report is written are one request: at least one signal report,
-    # and the exit report last.
-    assert length(files) >= 2
+    # Only the program is preloaded. Signals that come while a report is written are one
+    # request: at least one signal report, and the exit report last.
+    assert length(files) >= 2 and Enum.all?(files, &String.starts_with?(&1, "faults-"))
 
     for file <- files do
       text = File.read!(Path.join(dir, file))
@@ -170,9 +182,9 @@ defmodule Mtrace.FaultsTest do
     # so that no two are taken for one request.
     script = """
     cd "$2"
-    "$1" busy 4000 2>err & pid=$!
+    env LD_PRELOAD="$3" "$1" busy 4000 2>err & pid=$!
     answered() { until grep -qs "$1" "$2" || ! kill -0 $pid 2>/dev/null; do sleep 0.02; done; }
-    sleep 0.2
+    #{@handled}
     kill -USR2 $pid; answered "end of report 1" faults-1.txt
     kill -USR2 $pid; answered faults-2.txt err
     kill -USR2 $pid; answered faults-3.txt err
@@ -183,7 +195,8 @@ defmodule Mtrace.FaultsTest do
     """
 
     {out, status} =
-      run("/bin/sh", ["-c", script, "sh", bin("faults"), dir], [
+      run("/bin/sh", ["-c", script, "sh", bin("faults"), dir, so()], [
+        {"LD_PRELOAD", nil},
         {"MTRACE_REPORT", Path.join(dir, "%n-%s.txt")},
         {"MTRACE_REPORT_SIGNAL", "USR2"}
       ])
