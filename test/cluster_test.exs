@@ -45,7 +45,7 @@ defmodule Mtrace.ClusterTest do
       end)
     pid = :erpc.call(c, :os, :getpid, [])
     {_, 0} = System.cmd("kill", ["-STOP", to_string(pid)])
-    stopped = Map.new(Mtrace.stats(nodes: [b, c], timeout: 1000), fn {n, v} -> {n, shape.(v)} end)
+    stopped = Map.new(Mtrace.stats(nodes: [b, c], timeout: 5000), fn {n, v} -> {n, shape.(v)} end)
     {_, 0} = System.cmd("kill", ["-CONT", to_string(pid)])
     result = %{
       stats: Map.new(Mtrace.stats(nodes: nodes, timeout: 10_000), fn {n, v} -> {n, shape.(v)} end),
