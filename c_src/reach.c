@@ -279,21 +279,13 @@ static int arena_heap(struct ctx *c, uintptr_t lo, uintptr_t hi)
     return prev ? prev % ARENA_HEAP == 0 : ar - lo == 0x20 || ar - lo == 0x30;
 }
 
-/* Swap in use: a page out of memory then reads as not resident, but is not zeros. */
+/* Swap in use (or a status that cannot be read): a page out of memory then reads as not
+ * resident, but is not zeros. */
 static int swap_in_use(void)
 {
     char text[4096];
-    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 1;
-    ssize_t n = read(fd, text, sizeof text - 1);
-    close(fd);
-    if (n <= 0) return 1;
-    text[n] = '\0';
-    const char *v = strstr(text, "VmSwap:");
-    if (!v) return 0;
-    for (v += 7; *v == ' ' || *v == '\t'; v++)
-        ;
-    return *v != '0';
+    const char *v = mt_world_status_field("/proc/self/status", "VmSwap:", text, sizeof text);
+    return !v || *v != '0';
 }
 
 /* Where a stack mapping's live part starts: the stack pointer of the thread it belongs to, if

@@ -152,31 +152,39 @@ static long list_new(struct mt_world *w, pid_t self)
     return added;
 }
 
+const char *mt_world_status_field(const char *path, const char *field, char *text, size_t cap)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return NULL;
+    ssize_t got = read(fd, text, cap - 1);
+    close(fd);
+    if (got <= 0) return NULL;
+    text[got] = '\0';
+    size_t len = strlen(field);
+    const char *v = text;
+    while (v && strncmp(v, field, len) != 0)
+        if ((v = strchr(v, '\n'))) v++;
+    if (!v) return NULL;
+    for (v += len; *v == ' ' || *v == '\t'; v++)
+        ;
+    return v;
+}
+
 /* Whether thread tid blocks sig: then it cannot stop, and waiting for it would only add
- * MT_WORLD_WAIT_MS to the pause. Read from its status line "SigBlk:\t<hex mask>"; a status that
- * cannot be read says no (the thread is waited for as before). */
+ * MT_WORLD_WAIT_MS to the pause. A status that cannot be read says no (the thread is waited
+ * for). */
 static int blocks(pid_t tid, int sig)
 {
-    char path[48] = "/proc/self/task/", digits[12];
+    char path[48] = "/proc/self/task/", digits[12], text[4096];
     size_t at = strlen(path), n = 0;
     for (unsigned v = (unsigned)tid; v; v /= 10)
         digits[n++] = (char)('0' + v % 10);
     while (n)
         path[at++] = digits[--n];
     memcpy(path + at, "/status", sizeof "/status");
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
-    char text[4096];
-    ssize_t got = read(fd, text, sizeof text - 1);
-    close(fd);
-    if (got <= 0) return 0;
-    text[got] = '\0';
-    const char *v = strstr(text, "\nSigBlk:");
-    if (!v) return 0;
-    for (v += 8; *v == ' ' || *v == '\t'; v++)
-        ;
+    const char *v = mt_world_status_field(path, "SigBlk:", text, sizeof text);
     uint64_t mask = 0;
-    for (;; v++) {
+    for (; v; v++) {
         int d = *v >= '0' && *v <= '9' ? *v - '0' : *v >= 'a' && *v <= 'f' ? *v - 'a' + 10 : -1;
         if (d < 0) break;
         mask = mask << 4 | (uint64_t)d;
