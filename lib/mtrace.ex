@@ -564,7 +564,7 @@ defmodule Mtrace do
   def render(sites, format, opts) do
     writer = writer!("Mtrace.render/3", format)
 
-    unless is_list(sites) and Enum.all?(sites, &is_struct(&1, Site)),
+    unless Options.list_of?(sites, &is_struct(&1, Site)),
       do:
         raise(
           ArgumentError,

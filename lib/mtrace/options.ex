@@ -119,6 +119,12 @@ defmodule Mtrace.Options do
   @spec no_limit() :: non_neg_integer()
   def no_limit, do: @max_u64
 
+  @doc "Whether value is a proper list whose every element satisfies check (`Enum.all?/2` raises on an improper list)."
+  @spec list_of?(term(), (term() -> boolean())) :: boolean()
+  def list_of?([], _check), do: true
+  def list_of?([head | tail], check), do: check.(head) and list_of?(tail, check)
+  def list_of?(_value, _check), do: false
+
   defp check!(_name, key, value) when key in [:demangle, :blocks] and is_boolean(value), do: value
   defp check!(_name, :min_age, value) when is_number(value) and value >= 0, do: value
 
@@ -143,7 +149,7 @@ defmodule Mtrace.Options do
   defp check!(_name, :nodes, value) when is_nil(value), do: value
 
   defp check!(name, :nodes, value) when is_list(value) do
-    if Enum.all?(value, &is_atom/1),
+    if list_of?(value, &is_atom/1),
       do: value,
       else:
         raise(
