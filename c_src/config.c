@@ -111,15 +111,6 @@ static void say(const char *name, const char *value, const char *why)
     mt_say(parts, COUNT(parts));
 }
 
-static char *utoa(size_t v, char *end)
-{
-    *--end = '\0';
-    do
-        *--end = (char)('0' + v % 10);
-    while ((v /= 10) != 0);
-    return end;
-}
-
 /* An unsigned decimal in [lo, hi]; anything else keeps *out and says why. */
 static void load_number(const char *name, const char *s, size_t lo, size_t hi, size_t *out)
 {
@@ -137,11 +128,11 @@ static void load_number(const char *name, const char *s, size_t lo, size_t hi, s
 bad:;
     char why[160], lo_s[24], hi_s[24], def_s[24];
     const char *parts[] = {"expected a whole number from ",
-                           utoa(lo, lo_s + sizeof lo_s),
+                           mt_utoa(lo, lo_s + sizeof lo_s),
                            " to ",
-                           utoa(hi, hi_s + sizeof hi_s),
+                           mt_utoa(hi, hi_s + sizeof hi_s),
                            "; using ",
-                           utoa(*out, def_s + sizeof def_s)};
+                           mt_utoa(*out, def_s + sizeof def_s)};
     join(why, sizeof why, parts, COUNT(parts));
     say(name, s, why);
 }
@@ -216,8 +207,8 @@ static int load_signal(const char *name, const char *s)
     char why[256], lo_s[24], hi_s[24];
     const char *parts[] = {"expected HUP, INT, QUIT, USR1, USR2, ALRM, TERM, WINCH, URG, PROF, "
                            "VTALRM or a real-time signal (RTMIN+n, RTMAX-n: ",
-                           utoa((size_t)rtmin, lo_s + sizeof lo_s), " to ",
-                           utoa((size_t)rtmax, hi_s + sizeof hi_s),
+                           mt_utoa((size_t)rtmin, lo_s + sizeof lo_s), " to ",
+                           mt_utoa((size_t)rtmax, hi_s + sizeof hi_s),
                            "), by name or number; no signal reports"};
     join(why, sizeof why, parts, COUNT(parts));
     say(name, s, why);
@@ -279,7 +270,7 @@ void mt_option_default(const struct mt_option *o, char *buf, size_t cap)
 {
     char digits[24];
     const char *shown = o->unset;
-    if (!shown && o->kind == MT_OPTION_NUMBER) shown = utoa(*o->number, digits + sizeof digits);
+    if (!shown && o->kind == MT_OPTION_NUMBER) shown = mt_utoa(*o->number, digits + sizeof digits);
     if (!shown && o->kind == MT_OPTION_CHOICE) shown = o->choices[*o->choice];
     join(buf, cap, (const char *const[]){shown ? shown : ""}, 1);
 }

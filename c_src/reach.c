@@ -13,6 +13,7 @@
 
 #include "account.h"
 #include "mem.h"
+#include "proc.h"
 #include "recorder.h"
 #include "table.h"
 #include "world.h"
@@ -284,7 +285,7 @@ static int arena_heap(struct ctx *c, uintptr_t lo, uintptr_t hi)
 static int swap_in_use(void)
 {
     char text[4096];
-    const char *v = mt_world_status_field("/proc/self/status", "VmSwap:", text, sizeof text);
+    const char *v = mt_proc_field("/proc/self/status", "VmSwap:", text, sizeof text);
     return !v || *v != '0';
 }
 

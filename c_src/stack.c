@@ -10,10 +10,8 @@
 #define _GNU_SOURCE
 #include "stack.h"
 
-#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <link.h>
 #include <pthread.h>
 #include <string.h>
@@ -28,6 +26,9 @@
 #ifdef __SANITIZE_THREAD__
 #include <sanitizer/tsan_interface.h>
 #endif
+
+#include "proc.h"
+#include "writer.h"
 
 struct desc {
     uint32_t first;
@@ -242,42 +243,25 @@ static inline int in_object(uintptr_t ip)
  * name that this process does not hold was left by an earlier process of the same pid. */
 static int perf_map;
 
-/* Whether one of this process's descriptors is the file at path: getdents64 and readlinkat on
- * buffers of the stack, since this may run inside a hook. */
-static int holds_open(const char *path)
+static int names_path(int dir_fd, const char *name, void *path)
 {
-    int dir = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir < 0) return 0;
-    char entries[2048] __attribute__((aligned(8))), target[64];
-    int found = 0;
-    long n;
-    while (!found && (n = syscall(SYS_getdents64, dir, entries, sizeof entries)) > 0)
-        for (long at = 0; at < n && !found;) {
-            const struct dirent64 *e = (const struct dirent64 *)(entries + at);
-            at += e->d_reclen;
-            ssize_t len = readlinkat(dir, e->d_name, target, sizeof target - 1);
-            if (len <= 0) continue;
-            target[len] = '\0';
-            found = strcmp(target, path) == 0;
-        }
-    close(dir);
-    return found;
+    char target[64];
+    ssize_t len = readlinkat(dir_fd, name, target, sizeof target - 1);
+    if (len <= 0) return 0;
+    target[len] = '\0';
+    return strcmp(target, path) == 0;
 }
 
 int mt_stack_perf_map(void)
 {
     int state = __atomic_load_n(&perf_map, __ATOMIC_RELAXED);
     if (!state) {
-        char path[40] = "/tmp/perf-", digits[24], *d = digits + sizeof digits;
-        size_t len = strlen(path);
-        unsigned long pid = (unsigned long)self_pid;
-        *--d = '\0';
-        do
-            *--d = (char)('0' + pid % 10);
-        while ((pid /= 10) != 0);
-        memcpy(path + len, d, strlen(d));
-        memcpy(path + len + strlen(d), ".map", 5);
-        state = holds_open(path) ? 1 : -1;
+        /* Whether one of this process's descriptors is the map (this may run inside a hook). */
+        char path[64];
+        state = mt_path_expand("/tmp/perf-%p.map", "", 0, path, sizeof path) == 0 &&
+                        mt_proc_each("/proc/self/fd", names_path, path) > 0
+                    ? 1
+                    : -1;
         __atomic_store_n(&perf_map, state, __ATOMIC_RELAXED);
     }
     return state > 0;

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "symbols_backend.h"
+#include "writer.h"
 
 struct line {
     uintptr_t lo, hi;
@@ -78,17 +79,7 @@ static size_t parse(char *buf, size_t len, uint64_t before)
 
 void mt_perf_refresh(uint64_t (*clock)(void))
 {
-    if (!path[0]) {
-        char digits[24], *d = digits + sizeof digits;
-        unsigned long pid = (unsigned long)getpid();
-        *--d = '\0';
-        do
-            *--d = (char)('0' + pid % 10);
-        while ((pid /= 10) != 0);
-        strcpy(path, "/tmp/perf-");
-        strcat(path, d);
-        strcat(path, ".map");
-    }
+    if (!path[0]) mt_path_expand("/tmp/perf-%p.map", "", 0, path, sizeof path); /* it fits */
     uint64_t start = clock ? clock() : 0, before = last_read;
     /* No stack was made since the last read: lines written since then name none. */
     if (clock && read_once && start == before) return;

@@ -10,7 +10,6 @@
 #include "world.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
@@ -22,7 +21,9 @@
 #include <unistd.h>
 
 #include "mem.h"
+#include "proc.h"
 #include "recorder.h"
+#include "writer.h"
 
 #define MAX_THREADS 8192
 
@@ -106,13 +107,30 @@ static uint64_t now_ns(void)
     return mt_now_ns(CLOCK_MONOTONIC);
 }
 
-struct dirent64_ {
-    uint64_t ino;
-    int64_t off;
-    unsigned short reclen;
-    unsigned char type;
-    char name[];
+struct listing {
+    struct mt_world *w;
+    pid_t self, skip;
+    long added;
 };
+
+static int list_one(int dir_fd, const char *name, void *arg)
+{
+    (void)dir_fd;
+    struct listing *l = arg;
+    struct mt_world *w = l->w;
+    pid_t tid = 0;
+    for (const char *c = name; *c >= '0' && *c <= '9'; c++)
+        tid = tid * 10 + (*c - '0');
+    if (tid <= 0 || tid == l->self || tid == l->skip) return 0;
+    size_t i = 0;
+    while (i < w->n && threads[i].tid != tid)
+        i++;
+    if (i < w->n || w->n == MAX_THREADS) return 0;
+    threads[w->n] = (struct mt_world_thread){.tid = tid};
+    __atomic_store_n(&listed, ++w->n, __ATOMIC_RELEASE);
+    l->added++;
+    return 0;
+}
 
 /* Adds the threads not listed yet, but self; returns how many, or -1 with errno. */
 static long list_new(struct mt_world *w, pid_t self)
@@ -121,53 +139,8 @@ static long list_new(struct mt_world *w, pid_t self)
     pid_t skip = __atomic_load_n(&excluded_in, __ATOMIC_ACQUIRE) == getpid()
                      ? __atomic_load_n(&excluded, __ATOMIC_RELAXED)
                      : 0;
-    int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return -1;
-    long added = 0;
-    char buf[4096] __attribute__((aligned(8)));
-    long got;
-    while ((got = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0) {
-        for (long at = 0; at < got;) {
-            struct dirent64_ *d = (struct dirent64_ *)(buf + at);
-            at += d->reclen;
-            pid_t tid = 0;
-            for (const char *c = d->name; *c >= '0' && *c <= '9'; c++)
-                tid = tid * 10 + (*c - '0');
-            if (tid <= 0 || tid == self || tid == skip) continue;
-            size_t i = 0;
-            while (i < w->n && threads[i].tid != tid)
-                i++;
-            if (i < w->n || w->n == MAX_THREADS) continue;
-            threads[w->n] = (struct mt_world_thread){.tid = tid};
-            __atomic_store_n(&listed, ++w->n, __ATOMIC_RELEASE);
-            added++;
-        }
-    }
-    int e = errno;
-    close(fd);
-    if (got < 0) {
-        errno = e;
-        return -1;
-    }
-    return added;
-}
-
-const char *mt_world_status_field(const char *path, const char *field, char *text, size_t cap)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return NULL;
-    ssize_t got = read(fd, text, cap - 1);
-    close(fd);
-    if (got <= 0) return NULL;
-    text[got] = '\0';
-    size_t len = strlen(field);
-    const char *v = text;
-    while (v && strncmp(v, field, len) != 0)
-        if ((v = strchr(v, '\n'))) v++;
-    if (!v) return NULL;
-    for (v += len; *v == ' ' || *v == '\t'; v++)
-        ;
-    return v;
+    struct listing l = {w, self, skip, 0};
+    return mt_proc_each("/proc/self/task", list_one, &l) < 0 ? -1 : l.added;
 }
 
 /* Whether thread tid blocks sig: then it cannot stop, and waiting for it would only add
@@ -175,14 +148,9 @@ const char *mt_world_status_field(const char *path, const char *field, char *tex
  * for). */
 static int blocks(pid_t tid, int sig)
 {
-    char path[48] = "/proc/self/task/", digits[12], text[4096];
-    size_t at = strlen(path), n = 0;
-    for (unsigned v = (unsigned)tid; v; v /= 10)
-        digits[n++] = (char)('0' + v % 10);
-    while (n)
-        path[at++] = digits[--n];
-    memcpy(path + at, "/status", sizeof "/status");
-    const char *v = mt_world_status_field(path, "SigBlk:", text, sizeof text);
+    char path[48] = "/proc/self/task/", digits[24], text[4096];
+    strcat(strcat(path, mt_utoa((uint64_t)tid, digits + sizeof digits)), "/status");
+    const char *v = mt_proc_field(path, "SigBlk:", text, sizeof text);
     uint64_t mask = 0;
     for (; v; v++) {
         int d = *v >= '0' && *v <= '9' ? *v - '0' : *v >= 'a' && *v <= 'f' ? *v - 'a' + 10 : -1;

@@ -53,11 +53,6 @@ struct mt_world {
  * async-signal-safe. */
 void mt_world_exclude(void);
 
-/* The value of field ("SigBlk:") in a /proc status file (path), read into text (cap bytes) with
- * no allocation: a pointer to its first character past the blanks, or NULL when the file cannot
- * be read or has no such field within cap. */
-const char *mt_world_status_field(const char *path, const char *field, char *text, size_t cap);
-
 /* Returns 0 (w describes the other threads), or -1 with errno when the thread list cannot be
  * read or its memory mapped: then nothing is stopped. */
 int mt_world_stop(struct mt_world *w);

@@ -47,13 +47,19 @@ void mt_out_str(struct mt_out *o, const char *s)
     mt_out_mem(o, s, strlen(s));
 }
 
+char *mt_utoa(uint64_t v, char *end)
+{
+    *--end = '\0';
+    do
+        *--end = (char)('0' + v % 10);
+    while ((v /= 10) != 0);
+    return end;
+}
+
 void mt_out_u64(struct mt_out *o, uint64_t v)
 {
-    char b[24], *p = b + sizeof b;
-    do
-        *--p = (char)('0' + v % 10);
-    while ((v /= 10) != 0);
-    mt_out_mem(o, p, (size_t)(b + sizeof b - p));
+    char b[24];
+    mt_out_str(o, mt_utoa(v, b + sizeof b));
 }
 
 void mt_out_i64(struct mt_out *o, int64_t v, int plus)
@@ -107,16 +113,12 @@ int mt_path_expand(const char *tmpl, const char *prog, unsigned seq, char *out, 
 {
     size_t n = 0;
     for (const char *c = tmpl; *c; c++) {
-        char num[24], *p = num + sizeof num;
+        char num[24];
         const char *s = c;
         size_t len = 1;
         if (c[0] == '%' && (c[1] == 'p' || c[1] == 's')) {
-            unsigned long v = c[1] == 'p' ? (unsigned long)getpid() : seq;
-            do
-                *--p = (char)('0' + v % 10);
-            while ((v /= 10) != 0);
-            s = p;
-            len = (size_t)(num + sizeof num - p);
+            s = mt_utoa(c[1] == 'p' ? (uint64_t)getpid() : seq, num + sizeof num);
+            len = strlen(s);
             c++;
         } else if (c[0] == '%' && c[1] == 'n') {
             s = prog;

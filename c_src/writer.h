@@ -2,7 +2,8 @@
  *
  * Contract
  * - Never on the hook path, but for mt_say(), which config.c calls from the first allocation
- *   (its line is on the stack, 1 KiB). Output goes through write(2) alone: no stdio (which may
+ *   (its line is on the stack, 1 KiB), and mt_utoa() and mt_path_expand(), which only write to
+ *   the caller's buffer. Output goes through write(2) alone: no stdio (which may
  *   allocate and shares its buffers with the program) and no malloc; the buffer lives inside
  *   struct mt_out.
  * - Every "mtrace:" message that quotes a variable's value or a path goes through mt_say(), so
@@ -39,6 +40,10 @@ void mt_out_hex(struct mt_out *o, uint64_t v);
 void mt_out_quoted(struct mt_out *o, const char *s);
 /* Writes what is buffered. Returns 0, or -1 with errno set to the first error seen. */
 int mt_out_flush(struct mt_out *o);
+
+/* v in decimal, written so that its terminating NUL is end[-1] (end must have 21 bytes before
+ * it); returns its first digit. */
+char *mt_utoa(uint64_t v, char *end);
 
 /* Expands a path template: %p the pid, %n the program name, %s seq, %% a '%'; any other
  * character, an unknown %x included, is copied. Returns 0, or -1 when the result does not fit
