@@ -37,18 +37,9 @@ static void *(*real_reallocarray)(void *, size_t, size_t);
 /* Each hook's own address, frame 0 of its stacks (MT_SITE). The exported name's address is read
  * from the GOT, which in a non-PIE program that takes the function's address holds the
  * executable's PLT entry; an alias is this file's function whatever the name resolves to. */
-#define OWN(hook) static __typeof__(hook) own_##hook __attribute__((alias(#hook), copy(hook)))
-OWN(malloc);
-OWN(calloc);
-OWN(realloc);
-OWN(reallocarray);
-OWN(posix_memalign);
-OWN(aligned_alloc);
-OWN(memalign);
-OWN(valloc);
-OWN(pvalloc);
-OWN(strdup);
-OWN(strndup);
+#define OWN(hook, kind)                                                                            \
+    static __typeof__(hook) own_##hook __attribute__((alias(#hook), copy(hook)));
+MT_FOR_EACH_HOOK(OWN)
 
 static void *original(const char *name)
 {

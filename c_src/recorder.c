@@ -21,10 +21,12 @@
 #include "config.h"
 #include "stack.h"
 
+#define MT_KIND_NAME(name, kind) [kind] = #name,
 const char *const mt_kind_names[MT_KINDS] = {
-    "malloc",   "calloc", "realloc", "reallocarray", "free",    "posix_memalign", "aligned_alloc",
-    "memalign", "valloc", "pvalloc", "strdup",       "strndup", "track",          "untrack",
+    MT_FOR_EACH_HOOK(MT_KIND_NAME)[MT_TRACK] = "track",
+    [MT_UNTRACK] = "untrack",
 };
+#undef MT_KIND_NAME
 
 struct mt_account mt_account;
 

@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "config.h"
+#include "hooklist.h"
 #include "stack.h"
 #include "table.h"
 
@@ -35,23 +36,14 @@
     ((struct mt_site){(uintptr_t)&hook + 1, (uintptr_t)__builtin_return_address(0),                \
                       (uintptr_t)__builtin_frame_address(0) + 16})
 
+#define MT_KIND(name, kind) kind,
 enum mt_kind {
-    MT_MALLOC,
-    MT_CALLOC,
-    MT_REALLOC,
-    MT_REALLOCARRAY,
-    MT_FREE,
-    MT_POSIX_MEMALIGN,
-    MT_ALIGNED_ALLOC,
-    MT_MEMALIGN,
-    MT_VALLOC,
-    MT_PVALLOC,
-    MT_STRDUP,
-    MT_STRNDUP,
-    MT_TRACK, /* mtrace_track and mtrace_untrack (mtrace.h): the program's own resources */
+    MT_FOR_EACH_HOOK(MT_KIND)
+        MT_TRACK, /* mtrace_track and mtrace_untrack (mtrace.h): the program's own resources */
     MT_UNTRACK,
     MT_KINDS
 };
+#undef MT_KIND
 
 extern const char *const mt_kind_names[MT_KINDS];
 

@@ -1,0 +1,28 @@
+/* hooklist.h: the one list of the allocation functions mtrace interposes.
+ *
+ * MT_FOR_EACH_HOOK(X) expands X(name, KIND) once per function, in the order of the recorder's
+ * kinds (recorder.h) and of stats/0's call counters. Everything that names the hooked functions
+ * derives from it: the hooks' own addresses (hooks.c), the recorder's kinds and their names
+ * (recorder.[ch]), the NIF's stats keys; the version script is checked against it (c_test), and
+ * the attach patcher will rewrite exactly these names.
+ *
+ * Contract: a pure preprocessor list; no code, no allocation.
+ */
+#ifndef MTRACE_HOOKLIST_H
+#define MTRACE_HOOKLIST_H
+
+#define MT_FOR_EACH_HOOK(X)                                                                        \
+    X(malloc, MT_MALLOC)                                                                           \
+    X(calloc, MT_CALLOC)                                                                           \
+    X(realloc, MT_REALLOC)                                                                         \
+    X(reallocarray, MT_REALLOCARRAY)                                                               \
+    X(free, MT_FREE)                                                                               \
+    X(posix_memalign, MT_POSIX_MEMALIGN)                                                           \
+    X(aligned_alloc, MT_ALIGNED_ALLOC)                                                             \
+    X(memalign, MT_MEMALIGN)                                                                       \
+    X(valloc, MT_VALLOC)                                                                           \
+    X(pvalloc, MT_PVALLOC)                                                                         \
+    X(strdup, MT_STRDUP)                                                                           \
+    X(strndup, MT_STRNDUP)
+
+#endif
