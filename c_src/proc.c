@@ -10,6 +10,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "mem.h"
+
 int mt_proc_each(const char *path, int (*fn)(int dir_fd, const char *name, void *arg), void *arg)
 {
     int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -48,4 +50,83 @@ const char *mt_proc_field(const char *path, const char *field, char *text, size_
     for (v += len; *v == ' ' || *v == '\t'; v++)
         ;
     return v;
+}
+
+int mt_maps_read(struct mt_maps *m)
+{
+    *m = (struct mt_maps){0};
+    for (size_t cap = (size_t)1 << 20;; cap *= 4) {
+        if (m->text) mt_mem_unmap(m->text, m->cap);
+        if (!(m->text = mt_mem_map(cap))) return -1;
+        m->cap = cap;
+        int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+        if (fd < 0) return -1;
+        size_t n = 0;
+        ssize_t got;
+        while (n < cap && (got = read(fd, m->text + n, cap - n)) > 0)
+            n += (size_t)got;
+        close(fd);
+        if (n < cap) {
+            m->len = n;
+            return 0;
+        }
+    }
+}
+
+void mt_maps_drop(struct mt_maps *m)
+{
+    if (m->text) mt_mem_unmap(m->text, m->cap);
+    *m = (struct mt_maps){0};
+}
+
+static uintptr_t hex(const char **p, const char *end)
+{
+    uintptr_t v = 0;
+    for (; *p < end; (*p)++) {
+        char ch = **p;
+        int d = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+        if (d < 0) break;
+        v = v * 16 + (uintptr_t)d;
+    }
+    return v;
+}
+
+int mt_maps_next(const struct mt_maps *m, size_t *at, struct mt_mapping *out)
+{
+    const char *end = m->text + m->len;
+    for (const char *p = m->text + *at; p < end;) {
+        const char *line = p;
+        while (p < end && *p != '\n')
+            p++;
+        const char *eol = p;
+        *at = (size_t)(p < end ? p + 1 - m->text : p - m->text);
+        const char *q = line;
+        out->lo = hex(&q, eol);
+        q++;
+        out->hi = hex(&q, eol);
+        q++;
+        if (q + 4 > eol) continue;
+        out->readable = q[0] == 'r';
+        out->writable = q[1] == 'w';
+        /* the path, after five fields */
+        for (int field = 0; field < 4 && q < eol; field++) {
+            while (q < eol && *q != ' ')
+                q++;
+            while (q < eol && *q == ' ')
+                q++;
+        }
+        out->path = q;
+        out->path_len = (size_t)(eol - q);
+        return 1;
+    }
+    return 0;
+}
+
+int mt_maps_readable(const struct mt_maps *m, uintptr_t lo, uintptr_t hi)
+{
+    struct mt_mapping k;
+    size_t at = 0;
+    while (mt_maps_next(m, &at, &k))
+        if (lo >= k.lo && hi <= k.hi && hi >= lo) return k.readable;
+    return 0;
 }

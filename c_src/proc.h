@@ -1,4 +1,5 @@
-/* proc.h: reading /proc without malloc or stdio: a directory's entries and a status file's field.
+/* proc.h: reading /proc without malloc or stdio: a directory's entries, a status file's field,
+ * and the process's mappings.
  *
  * The world stop lists /proc/self/task and reads each thread's status, reach reads the process's
  * status, and the stack unwinder looks through /proc/self/fd from inside an allocation hook: none
@@ -6,13 +7,15 @@
  *
  * Contract
  * - Any thread, the hook path and a stopped world included: open, read, getdents64, close,
- *   on buffers of the stack or the caller's. No malloc, no lock, no stdio.
+ *   on buffers of the stack or the caller's (the mappings: in mtrace's own memory, mem.h). No
+ *   malloc, no lock, no stdio.
  * - Each returns what it says below; errno is set only where it says so.
  */
 #ifndef MTRACE_PROC_H
 #define MTRACE_PROC_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Calls fn(dir_fd, name, arg) for each entry of the directory at path ("." and ".." included),
  * until fn returns nonzero; dir_fd is the directory, open until mt_proc_each returns, for the
@@ -24,5 +27,31 @@ int mt_proc_each(const char *path, int (*fn)(int dir_fd, const char *name, void 
  * bytes): a pointer to its first character past the blanks, or NULL when the file cannot be
  * read or has no such line within cap. */
 const char *mt_proc_field(const char *path, const char *field, char *text, size_t cap);
+
+/* /proc/self/maps, read whole into mtrace's memory (mem.h), so that the scans that take it for
+ * their list of memory never see it as a root of their own. */
+struct mt_maps {
+    char *text;
+    size_t len, cap;
+};
+
+/* One line of it: [lo, hi), readable and writable, its path (not NUL-terminated; len 0 for
+ * anonymous memory). */
+struct mt_mapping {
+    uintptr_t lo, hi;
+    int readable, writable;
+    const char *path;
+    size_t path_len;
+};
+
+/* Reads the mappings; returns 0, or -1 with errno. mt_maps_drop() releases them. */
+int mt_maps_read(struct mt_maps *m);
+void mt_maps_drop(struct mt_maps *m);
+
+/* The mapping after *at (start with *at = 0): returns 1 and fills *out, or 0 at the end. */
+int mt_maps_next(const struct mt_maps *m, size_t *at, struct mt_mapping *out);
+
+/* Whether [lo, hi) lies inside one readable mapping. */
+int mt_maps_readable(const struct mt_maps *m, uintptr_t lo, uintptr_t hi);
 
 #endif

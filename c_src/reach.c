@@ -13,17 +13,14 @@
 
 #include "account.h"
 #include "mem.h"
+#include "platform.h"
 #include "proc.h"
 #include "recorder.h"
 #include "table.h"
 #include "world.h"
 
 #define BUF ((size_t)1 << 20)
-#define PAGE 4096
-#define RED_ZONE 128
 #define BATCH 512
-/* glibc's thread arenas live in heaps of HEAP_MAX_SIZE (64 MiB on 64-bit), aligned to it. */
-#define ARENA_HEAP ((uintptr_t)64 << 20)
 
 /* States of blocks while the mark runs; the final ones are in reach.h. */
 enum { UNSEEN = 0, LOST = 10, POINTED };
@@ -34,8 +31,7 @@ struct ctx {
     uint8_t *st;
     size_t *work, nwork;
     char *buf;
-    char *maps; /* /proc/self/maps */
-    size_t maps_len, maps_cap;
+    struct mt_maps maps;
     pid_t pid;
     int direct;  /* process_vm_readv was refused: read memory directly */
     int mincore; /* skip pages that are not resident */
@@ -107,22 +103,22 @@ static void scan_range(struct ctx *c, uintptr_t lo, uintptr_t hi, uint64_t *byte
         size_t len = hi - lo < BUF ? hi - lo : BUF;
         if (c->mincore) {
             /* Not resident: never written (reads as zeros) or a file's unchanged page. */
-            uintptr_t page = lo & ~(uintptr_t)(PAGE - 1);
+            uintptr_t page = lo & ~(uintptr_t)(MT_PAGE - 1);
             unsigned char in;
-            if (mincore((void *)page, PAGE, &in) == 0 && !(in & 1)) {
-                lo = page + PAGE;
+            if (mincore((void *)page, MT_PAGE, &in) == 0 && !(in & 1)) {
+                lo = page + MT_PAGE;
                 continue;
             }
-            uintptr_t end = page + PAGE;
-            while (end < lo + len && mincore((void *)end, PAGE, &in) == 0 && (in & 1))
-                end += PAGE;
+            uintptr_t end = page + MT_PAGE;
+            while (end < lo + len && mincore((void *)end, MT_PAGE, &in) == 0 && (in & 1))
+                end += MT_PAGE;
             if (end < lo + len) len = end - lo;
         }
         size_t got = read_mem(c, lo, len, c->buf);
         scan_words(c, c->buf, got);
         *bytes += got;
         if (got < len) {
-            uintptr_t skip = ((lo + got) & ~(uintptr_t)(PAGE - 1)) + PAGE;
+            uintptr_t skip = ((lo + got) & ~(uintptr_t)(MT_PAGE - 1)) + MT_PAGE;
             c->r->unreadable_bytes += skip - (lo + got);
             lo = skip;
         } else {
@@ -237,47 +233,15 @@ static void drain(struct ctx *c)
     }
 }
 
-/* The whole of /proc/self/maps, read with read(2) into mtrace's memory. */
-static int read_maps(struct ctx *c)
-{
-    for (size_t cap = (size_t)1 << 20;; cap *= 4) {
-        if (c->maps) mt_mem_unmap(c->maps, c->maps_cap);
-        if (!(c->maps = mt_mem_map(cap))) return -1;
-        c->maps_cap = cap;
-        int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-        if (fd < 0) return -1;
-        size_t n = 0;
-        ssize_t got;
-        while (n < cap && (got = read(fd, c->maps + n, cap - n)) > 0)
-            n += (size_t)got;
-        close(fd);
-        if (n < cap) {
-            c->maps_len = n;
-            return 0;
-        }
-    }
-}
-
-static uintptr_t hex(const char **p)
-{
-    uintptr_t v = 0;
-    for (;; (*p)++) {
-        char ch = **p;
-        int d = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
-        if (d < 0) return v;
-        v = v * 16 + (uintptr_t)d;
-    }
-}
-
 /* A heap of one of glibc's thread arenas: 64 MiB-aligned, starting with a heap_info whose arena
  * pointer is just past it (the arena's first heap) or whose previous heap is another such. */
 static int arena_heap(struct ctx *c, uintptr_t lo, uintptr_t hi)
 {
     uintptr_t info[4];
-    if (lo % ARENA_HEAP || read_mem(c, lo, sizeof info, info) != sizeof info) return 0;
+    if (lo % MT_HEAP_MAX || read_mem(c, lo, sizeof info, info) != sizeof info) return 0;
     uintptr_t ar = info[0], prev = info[1], size = info[2];
-    if (!ar || !size || size > ARENA_HEAP || size > hi - lo + ARENA_HEAP) return 0;
-    return prev ? prev % ARENA_HEAP == 0 : ar - lo == 0x20 || ar - lo == 0x30;
+    if (!ar || !size || size > MT_HEAP_MAX || size > hi - lo + MT_HEAP_MAX) return 0;
+    return prev ? prev % MT_HEAP_MAX == 0 : ar - lo == 0x20 || ar - lo == 0x30;
 }
 
 /* Swap in use (or a status that cannot be read): a page out of memory then reads as not
@@ -298,7 +262,7 @@ static uintptr_t live_from(struct ctx *c, uintptr_t lo, uintptr_t hi)
     for (size_t i = 0; i < c->world->n; i++) {
         const struct mt_world_thread *t = &c->world->t[i];
         if (t->tid > 0 && t->stopped && t->sp >= lo && t->sp < hi)
-            return t->sp - RED_ZONE > lo ? t->sp - RED_ZONE : lo;
+            return t->sp - MT_RED_ZONE > lo ? t->sp - MT_RED_ZONE : lo;
     }
     return lo;
 }
@@ -310,25 +274,12 @@ static int named(const char *p, size_t len, const char *name)
 
 static void scan_roots(struct ctx *c, uintptr_t own_lo, uintptr_t own_hi)
 {
-    for (const char *p = c->maps, *end = c->maps + c->maps_len; p < end;) {
-        const char *line = p;
-        while (p < end && *p != '\n')
-            p++;
-        const char *eol = p++;
-        const char *q = line;
-        uintptr_t lo = hex(&q);
-        q++;
-        uintptr_t hi = hex(&q);
-        q++;
-        if (q + 4 > eol || q[0] != 'r' || q[1] != 'w') continue;
-        /* the path, after five fields */
-        for (int field = 0; field < 4 && q < eol; field++) {
-            while (q < eol && *q != ' ')
-                q++;
-            while (q < eol && *q == ' ')
-                q++;
-        }
-        size_t plen = (size_t)(eol - q);
+    struct mt_mapping m;
+    for (size_t at = 0; mt_maps_next(&c->maps, &at, &m);) {
+        if (!m.readable || !m.writable) continue;
+        uintptr_t lo = m.lo, hi = m.hi;
+        const char *q = m.path;
+        size_t plen = m.path_len;
         /* the exiting thread's own stack is dead; devices are not memory to read */
         if (named(q, plen, "[heap]") || named(q, plen, "[vvar]") || named(q, plen, "[vdso]") ||
             named(q, plen, "[vsyscall]") || (own_hi && lo < own_hi && hi > own_lo) ||
@@ -394,20 +345,13 @@ static void classify_lost(struct ctx *c)
 static void own_stack(uintptr_t sp, uintptr_t *lo, uintptr_t *hi, struct ctx *c)
 {
     *lo = *hi = 0;
-    for (const char *p = c->maps, *end = c->maps + c->maps_len; p < end;) {
-        const char *q = p;
-        uintptr_t a = hex(&q);
-        q++;
-        uintptr_t b = hex(&q);
-        if (sp >= a && sp < b) {
-            *lo = a;
-            *hi = b;
+    struct mt_mapping m;
+    for (size_t at = 0; mt_maps_next(&c->maps, &at, &m);)
+        if (sp >= m.lo && sp < m.hi) {
+            *lo = m.lo;
+            *hi = m.hi;
             return;
         }
-        while (p < end && *p != '\n')
-            p++;
-        p++;
-    }
 }
 
 int mt_reach_run(struct mt_reach *r, int at_exit)
@@ -440,7 +384,7 @@ int mt_reach_run(struct mt_reach *r, int at_exit)
     for (size_t i = r->snap.heap; i < r->snap.n; i++)
         r->state[i] = MT_REACH_TRACKED;
     c.mincore = !swap_in_use();
-    if (read_maps(&c) != 0) goto out;
+    if (mt_maps_read(&c.maps) != 0) goto out;
     uintptr_t own_lo = 0, own_hi = 0;
     if (at_exit)
         own_stack((uintptr_t)__builtin_frame_address(0), &own_lo, &own_hi, &c);
@@ -460,7 +404,7 @@ out:
     r->stopped = world.stopped;
     r->pause_ns = mt_world_resume(&world);
     mt_table_release();
-    if (c.maps) mt_mem_unmap(c.maps, c.maps_cap);
+    mt_maps_drop(&c.maps);
     if (rc != 0) mt_reach_drop(r);
     mt_guard_release();
     if (rc != 0) errno = e;

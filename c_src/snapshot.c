@@ -14,6 +14,7 @@
 
 #include "account.h"
 #include "mem.h"
+#include "platform.h"
 #include "recorder.h"
 
 #define REGION_SHIFT 20
@@ -113,7 +114,7 @@ int mt_snapshot_take(struct mt_snapshot *s, int order)
         /* The pages the copy will fill, faulted in by one call rather than a fault each; before
          * Linux 5.14 (no MADV_POPULATE_WRITE) the copy faults them in. */
         int e = errno;
-        madvise(s->map, (held + 1) * sizeof *s->rec, 23 /* MADV_POPULATE_WRITE */);
+        madvise(s->map, (held + 1) * sizeof *s->rec, MT_MADV_POPULATE_WRITE);
         errno = e;
         struct fill f = {s->map, 0, cap};
         s->now_ns = mt_now_ns(CLOCK_MONOTONIC_COARSE);

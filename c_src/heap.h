@@ -1,0 +1,68 @@
+/* heap.h: glibc's heap as glibc holds it: every chunk in use, and every free one.
+ *
+ * mtrace's table knows the blocks it recorded; glibc knows every chunk it handed out. The walk
+ * reads glibc's own structures, without debug symbols (glibc exports neither main_arena nor
+ * mp_): it finds the main arena and the parameters in libc's writable data by their shape (127
+ * bins whose empty ones point to themselves, an arena ring that comes back, a top chunk that
+ * ends the sbrk'd range the parameters begin), every thread arena through the ring (each in a
+ * 64 MiB-aligned heap whose heap_info points back to it), and walks each heap chunk by chunk.
+ * A chunk is free when the next chunk's PREV_INUSE bit is clear, when it is a top chunk, or when
+ * it sits in a fastbin or a thread's tcache (those look in use to their neighbours): fastbins
+ * are followed from the arenas, tcaches from each chunk that proves to be a thread's tcache (its
+ * lists lead, by safe-linked pointers, to chunks of their bin's size that all carry one nonzero
+ * key, the process's tcache key, and end where its counts say). mmapped chunks are found in
+ * anonymous mappings and must add up to glibc's own count and bytes of them.
+ *
+ * Nothing is guessed: a structure that does not validate is refused (h->refused says what, and
+ * nothing is returned), a chunk or list that fails inside an otherwise valid heap is counted in
+ * h->bad and not followed; a heap cut short that way ends its walk there.
+ *
+ * Contract
+ * - mt_heap_prepare() runs before the other threads are stopped (it looks for libc with
+ *   dl_iterate_phdr, which takes the loader's lock, once) and checks the glibc version; it does
+ *   not allocate. Returns 0, or -1 with h->refused set.
+ * - mt_heap_walk() runs with every other thread stopped (world.h), or in a program whose other
+ *   threads do not allocate. It calls no malloc and takes no lock; its memory comes from mem.h.
+ *   It reads glibc's structures with process_vm_readv (or, where that is refused, only inside
+ *   mappings listed by maps) and chunks inside validated heaps directly. Returns 0 with the
+ *   blocks and free chunks sorted by address; -1 with errno EAGAIN when a stopped thread holds
+ *   an arena's lock (its structures may be half written: resume and try again); -1 with
+ *   h->refused set when the layout does not validate.
+ * - mt_heap_drop() releases the arrays; h may then be walked again.
+ */
+#ifndef MTRACE_HEAP_H
+#define MTRACE_HEAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proc.h"
+
+/* A block in use (addr: the address malloc returned; size: malloc_usable_size), or a free
+ * chunk (addr: the chunk's start, size: its whole size). */
+struct mt_heap_chunk {
+    uintptr_t addr;
+    size_t size;
+};
+
+struct mt_heap {
+    struct mt_heap_chunk *block, *free;
+    size_t blocks, frees;
+    uint64_t block_bytes, free_bytes;
+    size_t arenas, heaps, mmapped, fast, tcached, tcaches;
+    uint64_t top_bytes, mmapped_bytes, fast_bytes, tcached_bytes;
+    size_t bad;          /* chunks or lists that failed validation and were not followed */
+    const char *refused; /* why the walk was refused, or NULL */
+    int version;         /* glibc's, as 100 * major + minor */
+    void *map;
+    size_t map_len;
+};
+
+int mt_heap_prepare(struct mt_heap *h);
+int mt_heap_walk(struct mt_heap *h, const struct mt_maps *maps);
+void mt_heap_drop(struct mt_heap *h);
+
+/* The free chunk that holds address a, or NULL. */
+const struct mt_heap_chunk *mt_heap_free_at(const struct mt_heap *h, uintptr_t a);
+
+#endif

@@ -1,0 +1,309 @@
+/* heap_test.c: the walk of glibc's heap (heap.h) against the program's own list of what it holds.
+ *
+ * The program interposes the malloc family itself (as an executable's definitions do for every
+ * library), so that its list holds glibc's own blocks too (a thread's DTV, stdio's buffers).
+ * Chunks are put in each place glibc keeps them: tcaches, fastbins, the unsorted, small and large
+ * bins, top chunks, mmapped chunks (memalign'd too), sixteen threads' arenas, after malloc_trim,
+ * in a forked child. After each scenario the walk's blocks must be exactly the program's live
+ * pointers (with their usable sizes), and its totals
+ * must agree with mallinfo2. A corrupted arena must be refused, not walked. Prints one line per
+ * check and "N passed, M failed"; exits 1 on any failure. */
+#define _GNU_SOURCE
+#include <malloc.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../../c_src/heap.h"
+
+static int passed, failed;
+
+static void check(int ok, const char *what)
+{
+    printf("%s: %s\n", ok ? "ok" : "FAILED", what);
+    fflush(stdout);
+    ok ? passed++ : failed++;
+}
+
+enum { MAX_LIVE = 100000 };
+static void *live[MAX_LIVE];
+static int aligned_mmapped[MAX_LIVE];
+static size_t nlive;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+extern void *__libc_memalign(size_t, size_t);
+extern void __libc_free(void *);
+
+static void *keep(void *p)
+{
+    if (!p) return p;
+    pthread_mutex_lock(&lock);
+    if (nlive < MAX_LIVE) {
+        /* an mmapped chunk that memalign moved into its mapping: the walk's block starts at the
+         * mapping */
+        size_t head = ((size_t *)p)[-1], prev = ((size_t *)p)[-2];
+        aligned_mmapped[nlive] = (head & 2) && prev;
+        live[nlive++] = p;
+    }
+    pthread_mutex_unlock(&lock);
+    return p;
+}
+
+static void forget(void *p)
+{
+    if (!p) return;
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < nlive; i++)
+        if (live[i] == p) {
+            live[i] = live[--nlive];
+            aligned_mmapped[i] = aligned_mmapped[nlive];
+            break;
+        }
+    pthread_mutex_unlock(&lock);
+}
+
+void *malloc(size_t n)
+{
+    return keep(__libc_malloc(n));
+}
+
+void *calloc(size_t k, size_t n)
+{
+    return keep(__libc_calloc(k, n));
+}
+
+void *realloc(void *p, size_t n)
+{
+    forget(p);
+    void *q = __libc_realloc(p, n);
+    if (!q && n) return keep(p);
+    return keep(q);
+}
+
+void free(void *p)
+{
+    forget(p);
+    __libc_free(p);
+}
+
+void *memalign(size_t a, size_t n)
+{
+    return keep(__libc_memalign(a, n));
+}
+
+void *aligned_alloc(size_t a, size_t n)
+{
+    return keep(__libc_memalign(a, n));
+}
+
+int posix_memalign(void **out, size_t a, size_t n)
+{
+    void *p = __libc_memalign(a, n);
+    if (!p) return 12;
+    *out = keep(p);
+    return 0;
+}
+
+static void drop(void *p)
+{
+    free(p);
+}
+
+/* Blocks the test keeps: stored where the compiler cannot drop the allocation. */
+static void *volatile held[64];
+static unsigned nheld;
+
+static void hold(void *p)
+{
+    held[nheld++ % 64] = p;
+}
+
+static int walk(struct mt_heap *h)
+{
+    struct mt_maps maps;
+    if (mt_maps_read(&maps) != 0) return -1;
+    int rc = mt_heap_prepare(h);
+    if (rc == 0) rc = mt_heap_walk(h, &maps);
+    mt_maps_drop(&maps);
+    return rc;
+}
+
+/* The walk's blocks are the live pointers, exactly; and its totals are glibc's. */
+static void compare(const char *what)
+{
+    struct mt_heap h;
+    char line[256];
+    if (walk(&h) != 0) {
+        snprintf(line, sizeof line, "%s: walked (refused: %s)", what, h.refused ? h.refused : "?");
+        check(0, line);
+        return;
+    }
+    size_t matched = 0, extra = 0, missing = 0;
+    for (size_t i = 0; i < h.blocks; i++) {
+        const struct mt_heap_chunk *b = &h.block[i];
+        int found = 0;
+        for (size_t j = 0; j < nlive && !found; j++) {
+            uintptr_t p = (uintptr_t)live[j];
+            if (aligned_mmapped[j] ? p >= b->addr && p < b->addr + b->size
+                                   : p == b->addr && malloc_usable_size(live[j]) == b->size)
+                found = 1;
+        }
+        if (found)
+            matched++;
+        else
+            extra++;
+    }
+    missing = nlive - matched;
+    snprintf(
+        line, sizeof line,
+        "%s: %zu live blocks, walk has each (%zu missing) and no other (%zu extra; %zu blocks, "
+        "%zu tcaches, %zu fast, %zu tcached, %zu mmapped, %zu arenas, %zu bad)",
+        what, nlive, missing, extra, h.blocks, h.tcaches, h.fast, h.tcached, h.mmapped, h.arenas,
+        h.bad);
+    check(missing == 0 && extra == 0 && h.bad == 0, line);
+    struct mallinfo2 mi = mallinfo2();
+    snprintf(line, sizeof line,
+             "%s: totals agree with mallinfo2 (free %zu/%zu, fast %zu/%zu, mmapped %zu/%zu)", what,
+             (size_t)(h.free_bytes - h.tcached_bytes), mi.fordblks, h.fast, mi.smblks, h.mmapped,
+             mi.hblks);
+    check(h.free_bytes - h.tcached_bytes == mi.fordblks && h.fast == mi.smblks &&
+              h.mmapped == mi.hblks && h.mmapped_bytes == mi.hblkhd,
+          line);
+    mt_heap_drop(&h);
+}
+
+static void single_thread_places(void)
+{
+    /* tcache: three small chunks freed */
+    void *t[3];
+    for (int i = 0; i < 3; i++)
+        t[i] = malloc(24);
+    hold(malloc(100));
+    for (int i = 0; i < 3; i++)
+        drop(t[i]);
+    /* fastbins: a tcache bin filled, then more of the same size */
+    void *f[12];
+    for (int i = 0; i < 12; i++) {
+        f[i] = malloc(40);
+        hold(malloc(16)); /* no two fast chunks side by side */
+    }
+    for (int i = 0; i < 12; i++)
+        drop(f[i]);
+    /* unsorted, then small and large bins: freed between kept blocks, then sorted by a request
+     * none of them fits */
+    void *u[20];
+    for (int i = 0; i < 20; i++) {
+        u[i] = malloc(i < 10 ? 2000 : 20000);
+        hold(malloc(24));
+    }
+    for (int i = 0; i < 20; i += 2)
+        drop(u[i]);
+    compare("unsorted");
+    hold(malloc(60000));
+    compare("small and large bins");
+    /* calloc, realloc, memalign, mmapped */
+    hold(calloc(10, 100));
+    void *r = malloc(50);
+    hold(realloc(r, 5000));
+    hold(memalign(256, 1000));
+    hold(malloc(1 << 20));
+    void *a = NULL;
+    check(posix_memalign(&a, 1 << 16, 1 << 20) == 0, "posix_memalign");
+    compare("calloc, realloc, memalign, mmapped");
+    malloc_trim(0);
+    compare("after malloc_trim");
+}
+
+static pthread_barrier_t ready, done;
+
+static void *thread(void *arg)
+{
+    unsigned seed = (unsigned)(uintptr_t)arg;
+    void *mine[64];
+    for (int round = 0; round < 200; round++)
+        for (int i = 0; i < 64; i++) {
+            if (round) drop(mine[i]);
+            mine[i] = malloc((size_t)(rand_r(&seed) % 3000) + 1);
+        }
+    for (int i = 0; i < 32; i++)
+        drop(mine[i]);
+    void *small = malloc(24); /* left in this thread's tcache, which then proves itself */
+    free(small);
+    pthread_barrier_wait(&ready);
+    pthread_barrier_wait(&done);
+    return NULL;
+}
+
+static void threads(void)
+{
+    enum { N = 16 };
+    pthread_t t[N];
+    pthread_barrier_init(&ready, NULL, N + 1);
+    pthread_barrier_init(&done, NULL, N + 1);
+    for (int i = 0; i < N; i++)
+        pthread_create(&t[i], NULL, thread, (void *)(uintptr_t)(i + 1));
+    pthread_barrier_wait(&ready);
+    compare("16 threads, waiting");
+    pthread_barrier_wait(&done);
+    for (int i = 0; i < N; i++)
+        pthread_join(t[i], NULL);
+    compare("16 threads, exited");
+}
+
+static void forked(void)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        hold(malloc(333));
+        compare("in a forked child");
+        exit(failed ? 1 : 0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    check(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the forked child's walk");
+}
+
+/* The main arena found through a chunk freed to the unsorted bin, whose back link is the bin. */
+static void corrupted(void)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        void *a = malloc(3000), *b = malloc(24);
+        uintptr_t at = (uintptr_t)a;
+        free(a);
+        uintptr_t bin = ((volatile uintptr_t *)at)[1];
+        uintptr_t *bins = (uintptr_t *)(bin + 16); /* the arena's bins: unsorted first */
+        bins[2 * 100] = 0x1001;                    /* an empty bin's link made odd */
+        struct mt_heap h;
+        int rc = walk(&h);
+        printf("refused: %s\n", h.refused ? h.refused : "(not refused)");
+        (void)b;
+        _exit(rc == -1 && h.refused && strstr(h.refused, "main arena") ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    check(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+          "a corrupted main arena is refused with its message");
+}
+
+int main(void)
+{
+    printf("heap_test\n");
+    /* a thread's tcache proves itself by its entries: an empty one is a block like any other */
+    hold(malloc(24));
+    drop(held[0]);
+    compare("at start");
+    single_thread_places();
+    threads();
+    forked();
+    corrupted();
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
