@@ -153,6 +153,9 @@ static int stack_matches(struct filter *f, uint32_t id)
 
 static int wanted(struct filter *f, const struct mt_snapshot *s, const struct mt_record *r)
 {
+    /* A block without a record has no stack, age or mark to be filtered by. */
+    if (r->stack == MT_SNAPSHOT_UNRECORDED)
+        return !f->memo && !f->since_ns && f->max_age_ns == UINT64_MAX && r->size >= f->min_size;
     uint64_t age = mt_snapshot_age(s, r);
     return age >= f->min_age_ns && age <= f->max_age_ns && r->time_ns > f->since_ns &&
            r->size >= f->min_size && (!f->memo || stack_matches(f, r->stack));
@@ -351,17 +354,26 @@ static ERL_NIF_TERM sites(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     return enif_make_tuple_from_array(env, pair, 2);
 }
 
-/* Why no block can be called lost now, or 0: every live block must have a record. */
-static ERL_NIF_TERM incomplete(ErlNifEnv *env)
+/* Why the scan r cannot call blocks lost (reach.h's one rule), or 0. */
+static ERL_NIF_TERM incomplete(ErlNifEnv *env, const struct mt_reach *r)
 {
-    struct mt_stats st;
-    mt_stats_read(&st);
-    if (mt_config.sample) return atom_sampling;
-    if (st.dropped) {
+    switch (mt_reach_rule(r, reset_ns != 0)) {
+    case MT_LOST_SAMPLING:
+        return atom_sampling;
+    case MT_LOST_DROPPED: {
+        struct mt_stats st;
+        mt_stats_read(&st);
         ERL_NIF_TERM pair[2] = {atom_dropped, enif_make_uint64(env, st.dropped)};
         return enif_make_tuple_from_array(env, pair, 2);
     }
-    return reset_ns ? atom_reset : 0;
+    case MT_LOST_RESET:
+        return atom_reset;
+    case MT_LOST_NOT_RECORDING:
+        return atom_not_preloaded;
+    case MT_LOST_KNOWN:
+        break;
+    }
+    return 0;
 }
 
 /* leaks(min_age_ns) -> {[{address, size, age_ns, stack_id, direct}], info} */
@@ -370,22 +382,21 @@ static ERL_NIF_TERM leaks(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     struct filter f;
     (void)argc;
     if (get_filter(env, argv[0], &f) != 0) return enif_make_badarg(env);
-    if (!mt_active()) {
-        enif_free(f.memo);
-        return atom_not_preloaded;
-    }
-    ERL_NIF_TERM why = incomplete(env);
-    if (why) {
-        enif_free(f.memo);
-        ERL_NIF_TERM pair[2] = {atom_error, why};
-        return enif_make_tuple_from_array(env, pair, 2);
-    }
     mt_guard_hold();
     struct mt_reach r;
-    if (mt_reach_run(&r, 0) != 0) {
+    if (mt_reach_run(&r, 0, 1) != 0) {
         mt_guard_release();
         enif_free(f.memo);
         return enif_raise_exception(env, atom_enomem);
+    }
+    ERL_NIF_TERM why = incomplete(env, &r);
+    if (why) {
+        mt_reach_drop(&r);
+        mt_guard_release();
+        enif_free(f.memo);
+        if (enif_is_identical(why, atom_not_preloaded)) return why;
+        ERL_NIF_TERM pair[2] = {atom_error, why};
+        return enif_make_tuple_from_array(env, pair, 2);
     }
     /* The filter is applied after the mark, which reads every block: a block outside the filter
      * may be the only way to one inside it. Symbolizing for it runs with the threads going. */
@@ -408,8 +419,9 @@ static ERL_NIF_TERM leaks(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         ERL_NIF_TERM t[5] = {
             enif_make_uint64(env, b->addr),
             enif_make_uint64(env, b->size),
-            enif_make_uint64(env, mt_snapshot_age(&r.snap, b)),
-            enif_make_uint64(env, b->stack),
+            b->stack == MT_SNAPSHOT_UNRECORDED ? atom_nil
+                                               : enif_make_uint64(env, mt_snapshot_age(&r.snap, b)),
+            b->stack == MT_SNAPSHOT_UNRECORDED ? atom_nil : enif_make_uint64(env, b->stack),
             r.state[i] == MT_REACH_DIRECT ? atom_true : atom_false,
         };
         items[k++] = enif_make_tuple_from_array(env, t, 5);
@@ -419,14 +431,24 @@ static ERL_NIF_TERM leaks(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         enif_make_atom(env, "pause_ns"),        enif_make_atom(env, "root_bytes"),
         enif_make_atom(env, "block_bytes"),     enif_make_atom(env, "unreadable_bytes"),
         enif_make_atom(env, "reachable_bytes"), enif_make_atom(env, "reachable_blocks"),
-        enif_make_atom(env, "live_blocks"),
+        enif_make_atom(env, "live_blocks"),     enif_make_atom(env, "heap_walked"),
+        enif_make_atom(env, "heap_refused"),    enif_make_atom(env, "unrecorded_blocks"),
+        enif_make_atom(env, "missed_frees"),
     };
     ERL_NIF_TERM vals[] = {
-        enif_make_uint64(env, r.threads),     enif_make_uint64(env, r.stopped),
-        enif_make_uint64(env, r.pause_ns),    enif_make_uint64(env, r.root_bytes),
-        enif_make_uint64(env, r.block_bytes), enif_make_uint64(env, r.unreadable_bytes),
-        enif_make_uint64(env, kept_bytes),    enif_make_uint64(env, kept_blocks),
+        enif_make_uint64(env, r.threads),
+        enif_make_uint64(env, r.stopped),
+        enif_make_uint64(env, r.pause_ns),
+        enif_make_uint64(env, r.root_bytes),
+        enif_make_uint64(env, r.block_bytes),
+        enif_make_uint64(env, r.unreadable_bytes),
+        enif_make_uint64(env, kept_bytes),
+        enif_make_uint64(env, kept_blocks),
         enif_make_uint64(env, r.snap.heap),
+        r.heap_walked ? atom_true : atom_false,
+        r.heap_refused ? make_string(env, r.heap_refused) : atom_nil,
+        enif_make_uint64(env, r.unrecorded),
+        enif_make_uint64(env, r.missed_frees),
     };
     ERL_NIF_TERM info, pair[2];
     enif_make_map_from_arrays(env, keys, vals, sizeof keys / sizeof keys[0], &info);

@@ -8,10 +8,13 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
 
 #include "account.h"
+#include "config.h"
+#include "heap.h"
 #include "mem.h"
 #include "platform.h"
 #include "proc.h"
@@ -21,6 +24,7 @@
 
 #define BUF ((size_t)1 << 20)
 #define BATCH 512
+#define WALK_TRIES 50
 
 /* States of blocks while the mark runs; the final ones are in reach.h. */
 enum { UNSEEN = 0, LOST = 10, POINTED };
@@ -354,7 +358,41 @@ static void own_stack(uintptr_t sp, uintptr_t *lo, uintptr_t *hi, struct ctx *c)
         }
 }
 
-int mt_reach_run(struct mt_reach *r, int at_exit)
+enum mt_lost_rule mt_reach_rule(const struct mt_reach *r, int after_reset)
+{
+    if (r->heap_walked) return MT_LOST_KNOWN;
+    if (!mt_active()) return MT_LOST_NOT_RECORDING;
+    if (mt_config.sample) return MT_LOST_SAMPLING;
+    struct mt_stats st;
+    mt_stats_read(&st);
+    if (st.dropped) return MT_LOST_DROPPED;
+    return after_reset ? MT_LOST_RESET : MT_LOST_KNOWN;
+}
+
+/* Stops the world with glibc's arena locks free: a thread stopped inside malloc may have left its
+ * arena half written, and is let go on for a moment (at most WALK_TRIES times). */
+static int stop_and_walk(struct ctx *c, struct mt_world *world, struct mt_heap *heap, int walk)
+{
+    for (int tries = 0;; tries++) {
+        if (mt_world_stop(world) != 0) return -1;
+        if (!walk) return 0;
+        if (mt_maps_read(&c->maps) != 0) return 0;
+        if (mt_heap_walk(heap, &c->maps) == 0) {
+            c->r->heap_walked = 1;
+            return 0;
+        }
+        if (errno != EAGAIN || tries == WALK_TRIES) {
+            c->r->heap_refused = heap->refused ? heap->refused : "glibc's arenas stayed locked";
+            return 0;
+        }
+        mt_maps_drop(&c->maps);
+        mt_world_resume(world);
+        struct timespec pause = {0, 1000000};
+        nanosleep(&pause, NULL);
+    }
+}
+
+int mt_reach_run(struct mt_reach *r, int at_exit, int walk_heap)
 {
     *r = (struct mt_reach){0};
     mt_guard_hold();
@@ -362,18 +400,26 @@ int mt_reach_run(struct mt_reach *r, int at_exit)
     ucontext_t here;
     getcontext(&here);
     struct mt_world world;
+    struct mt_heap heap = {0};
     int rc = -1, e = ENOMEM;
-    mt_table_hold();
-    if (mt_world_stop(&world) != 0) {
+    int walk = walk_heap && mt_heap_prepare(&heap) == 0;
+    if (walk_heap && !walk) r->heap_refused = heap.refused;
+    struct ctx c = {
+        .r = r, .s = &r->snap, .pid = getpid(), .world = &world, .self = MT_SNAPSHOT_NONE};
+    int table = mt_active();
+    if (table) mt_table_hold();
+    if (stop_and_walk(&c, &world, &heap, walk) != 0) {
         e = errno;
-        mt_table_release();
+        mt_maps_drop(&c.maps);
+        if (table) mt_table_release();
         mt_guard_release();
         errno = e;
         return -1;
     }
-    struct ctx c = {
-        .r = r, .s = &r->snap, .pid = getpid(), .world = &world, .self = MT_SNAPSHOT_NONE};
     if (mt_snapshot_take(&r->snap, MT_SNAPSHOT_BY_ADDRESS) != 0) goto out;
+    if (r->heap_walked &&
+        mt_snapshot_join_heap(&r->snap, &heap, &r->missed_frees, &r->unrecorded) != 0)
+        goto out;
     size_t n = r->snap.n ? r->snap.n : 1;
     r->map_len = n + n * sizeof(size_t) + BUF + 64;
     if (!(r->map = mt_mem_map(r->map_len))) goto out;
@@ -384,7 +430,7 @@ int mt_reach_run(struct mt_reach *r, int at_exit)
     for (size_t i = r->snap.heap; i < r->snap.n; i++)
         r->state[i] = MT_REACH_TRACKED;
     c.mincore = !swap_in_use();
-    if (mt_maps_read(&c.maps) != 0) goto out;
+    if (!c.maps.text && mt_maps_read(&c.maps) != 0) goto out;
     uintptr_t own_lo = 0, own_hi = 0;
     if (at_exit)
         own_stack((uintptr_t)__builtin_frame_address(0), &own_lo, &own_hi, &c);
@@ -403,8 +449,9 @@ out:
     r->threads = world.stopped + world.running;
     r->stopped = world.stopped;
     r->pause_ns = mt_world_resume(&world);
-    mt_table_release();
+    if (table) mt_table_release();
     mt_maps_drop(&c.maps);
+    mt_heap_drop(&heap);
     if (rc != 0) mt_reach_drop(r);
     mt_guard_release();
     if (rc != 0) errno = e;

@@ -22,6 +22,8 @@
  * zeros, and reading it would make it resident).
  *
  * Contract
+ * - In a copy that is not recording (loaded as a NIF without the preload) there is no table: the
+ *   snapshot is empty, and only the walk gives the mark its blocks.
  * - mt_reach_run() holds the recorder's guard and calls no malloc; it may be called from any
  *   thread that is not a hook or a signal handler, and once at a time (world.h serializes).
  *   at_exit: the calling thread is exiting, so its stack and registers are not roots (whatever
@@ -29,10 +31,17 @@
  * - Returns 0 and fills *r (r->state[i] is the verdict on r->snap.rec[i] for each heap block,
  *   MT_REACH_TRACKED for tracked resources), or -1 with errno (ENOMEM). mt_reach_drop() releases
  *   it.
- * - Blocks that were never recorded cannot be known: those allocated before mtrace started, by
- *   a thread inside mtrace (`untraced`), or dropped for want of room. Heap memory outside
- *   records is not read, so pointers held only there are not seen; callers refuse to call
- *   blocks lost when records are missing (dropped, sampling, reset).
+ * - walk_heap: glibc's heap is walked while the threads are stopped (heap.h), so that blocks
+ *   without a record (allocated before mtrace started, by a thread inside mtrace, not sampled,
+ *   dropped for want of room, forgotten by a reset) are blocks of the mark too, with stack id
+ *   MT_SNAPSHOT_UNRECORDED, and records whose block glibc holds free (a free mtrace missed) are
+ *   left out; r->heap_walked says whether it was, r->heap_refused why not. The stop is taken
+ *   again (at most 50 times, a millisecond apart) while a stopped thread holds an arena's lock.
+ *   Without the walk, heap memory outside records is not read, so pointers held only there are
+ *   not seen.
+ * - mt_reach_rule() is the one rule for calling unreachable blocks lost, for leaks/1 and the
+ *   exit report alike: only when every live block was known to the scan, by the walk or by
+ *   complete records (no sampling, no drop, no reset).
  */
 #ifndef MTRACE_REACH_H
 #define MTRACE_REACH_H
@@ -57,11 +66,24 @@ struct mt_reach {
     uint64_t root_bytes;       /* bytes of roots read */
     uint64_t block_bytes;      /* bytes of marked blocks read */
     uint64_t unreadable_bytes; /* bytes that could not be read */
+    int heap_walked;           /* glibc's heap was walked: every live block is in snap */
+    const char *heap_refused;  /* why it was not, when it was asked for */
+    size_t missed_frees;       /* records left out: glibc holds their blocks free */
+    size_t unrecorded;         /* blocks known from the walk alone */
     void *map;
     size_t map_len;
 };
 
-int mt_reach_run(struct mt_reach *r, int at_exit);
+enum mt_lost_rule {
+    MT_LOST_KNOWN,    /* every live block was known: unreachable ones are lost */
+    MT_LOST_SAMPLING, /* MTRACE_SAMPLE left most blocks unrecorded, and the heap was not walked */
+    MT_LOST_DROPPED,  /* the table dropped records, and the heap was not walked */
+    MT_LOST_RESET,    /* a reset forgot records, and the heap was not walked */
+    MT_LOST_NOT_RECORDING, /* this copy records nothing (no preload), and the heap was not walked */
+};
+
+int mt_reach_run(struct mt_reach *r, int at_exit, int walk_heap);
+enum mt_lost_rule mt_reach_rule(const struct mt_reach *r, int after_reset);
 void mt_reach_drop(struct mt_reach *r);
 
 #endif

@@ -185,7 +185,11 @@ static void gather_record(struct gather *g, const struct mt_record *r, int state
 static int gather_live(struct gather *g, int at_exit)
 {
     struct mt_snapshot own, *snap = &own;
-    g->split = at_exit && !mt_config.sample && mt_reach_run(&g->reach, 1) == 0;
+    g->split = at_exit && !mt_config.sample && mt_reach_run(&g->reach, 1, 0) == 0;
+    if (g->split && mt_reach_rule(&g->reach, 0) != MT_LOST_KNOWN) {
+        mt_reach_drop(&g->reach);
+        g->split = 0;
+    }
     if (g->split)
         snap = &g->reach.snap;
     else if (mt_snapshot_take(&own, MT_SNAPSHOT_ANY_ORDER) != 0)
@@ -279,6 +283,8 @@ static void summary(struct mt_out *o, const struct mt_report_req *req, const str
     } else if (req->at_exit && !req->base) {
         mt_out_str(o, mt_config.sample ? "  reachability: not known under MTRACE_SAMPLE (blocks "
                                          "not sampled have no record)\n"
+                      : st.dropped     ? "  reachability: not known (the table dropped records: "
+                                         "see MTRACE_SLOTS_MAX)\n"
                                        : "  reachability: not known (the mark failed)\n");
     }
     if (counted) {

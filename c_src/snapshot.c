@@ -105,8 +105,9 @@ int mt_snapshot_take(struct mt_snapshot *s, int order)
     int sort = order == MT_SNAPSHOT_BY_ADDRESS;
     *s = (struct mt_snapshot){0};
     mt_guard_hold();
-    /* The table may grow while it is copied: a copy that overflowed is taken again, larger. */
-    size_t held = mt_table_count();
+    /* The table may grow while it is copied: a copy that overflowed is taken again, larger. A
+     * copy that is not recording (loaded as a NIF alone) has no table: its snapshot is empty. */
+    size_t held = mt_active() ? mt_table_count() : 0;
     for (size_t cap = held + held / 4 + 1024;; cap *= 2) {
         /* Sorting takes a second array as large. */
         s->map_len = (sort ? 2 : 1) * cap * sizeof *s->rec;
@@ -118,7 +119,7 @@ int mt_snapshot_take(struct mt_snapshot *s, int order)
         errno = e;
         struct fill f = {s->map, 0, cap};
         s->now_ns = mt_now_ns(CLOCK_MONOTONIC_COARSE);
-        mt_table_each(copy_record, &f);
+        if (mt_active()) mt_table_each(copy_record, &f);
         if (f.n <= cap) {
             s->rec = s->map;
             s->n = s->heap = f.n;
@@ -137,6 +138,55 @@ int mt_snapshot_take(struct mt_snapshot *s, int order)
     mt_guard_release();
     errno = ENOMEM;
     return -1;
+}
+
+int mt_snapshot_join_heap(struct mt_snapshot *s, const struct mt_heap *h, size_t *missed,
+                          size_t *unrecorded)
+{
+    size_t cap = s->n + h->blocks, len = (cap ? cap : 1) * sizeof *s->rec;
+    struct mt_record *to = mt_mem_map(len);
+    if (!to) {
+        errno = ENOMEM;
+        return -1;
+    }
+    /* Both lists are sorted by address: a block holds a record when one starts inside it (a
+     * block memalign moved into an mmapped chunk starts past the chunk's first bytes). */
+    size_t i = 0, j = 0, k = 0;
+    uintptr_t last = 0;
+    *missed = *unrecorded = 0;
+    while (i < s->heap || j < h->blocks) {
+        if (j < h->blocks && (i >= s->heap || h->block[j].addr < s->rec[i].addr)) {
+            const struct mt_heap_chunk *b = &h->block[j++];
+            if (last == b->addr || (i < s->heap && s->rec[i].addr < b->addr + b->size)) continue;
+            to[k++] = (struct mt_record){
+                .addr = b->addr, .size = b->size, .stack = MT_SNAPSHOT_UNRECORDED};
+            ++*unrecorded;
+        } else {
+            const struct mt_record *r = &s->rec[i++];
+            last = r->addr;
+            if (mt_heap_free_at(h, r->addr))
+                ++*missed;
+            else
+                to[k++] = *r;
+        }
+    }
+    size_t heap = k;
+    for (i = s->heap; i < s->n; i++)
+        to[k++] = s->rec[i];
+    struct mt_snapshot joined = *s;
+    joined.map = joined.rec = to;
+    joined.map_len = len;
+    joined.n = k;
+    joined.heap = heap;
+    joined.index_map = NULL;
+    if (build_index(&joined) != 0) {
+        mt_mem_unmap(to, len);
+        errno = ENOMEM;
+        return -1;
+    }
+    mt_snapshot_drop(s);
+    *s = joined;
+    return 0;
 }
 
 void mt_snapshot_drop(struct mt_snapshot *s)

@@ -22,9 +22,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "heap.h"
 #include "table.h"
 
 #define MT_SNAPSHOT_NONE ((size_t)-1)
+
+/* The stack id of a block known from glibc's heap alone (heap.h): it has no record, so no stack,
+ * no age and no thread (time_ns and tid are 0), and its size is the usable size. */
+#define MT_SNAPSHOT_UNRECORDED UINT32_MAX
 
 enum { MT_SNAPSHOT_ANY_ORDER, MT_SNAPSHOT_BY_ADDRESS };
 
@@ -42,6 +47,14 @@ struct mt_snapshot {
 
 int mt_snapshot_take(struct mt_snapshot *s, int order);
 void mt_snapshot_drop(struct mt_snapshot *s);
+
+/* Joins a walk of glibc's heap to a snapshot taken by address, as the mark needs it: a record
+ * whose address lies in a chunk the walk found free is a free mtrace missed (a block freed
+ * behind its back) and goes, counted in *missed; a block of the walk that holds no record joins
+ * as an unrecorded one (MT_SNAPSHOT_UNRECORDED), counted in *unrecorded. No malloc, no lock.
+ * Returns 0, or -1 with errno ENOMEM (the snapshot is then unchanged). */
+int mt_snapshot_join_heap(struct mt_snapshot *s, const struct mt_heap *h, size_t *missed,
+                          size_t *unrecorded);
 
 /* The heap block whose bytes hold address a (interior addresses too; a block of size 0 holds
  * its own address), or MT_SNAPSHOT_NONE; always NONE in a snapshot not taken by address. */

@@ -214,30 +214,40 @@ defmodule Mtrace do
     end
   end
 
-  # Lost blocks {address, size, age_ns, stack_id, direct} grouped by stack (or one a block).
+  # Lost blocks {address, size, age_ns, stack_id, direct} grouped by stack (or one a block);
+  # blocks known from glibc's heap alone (age and stack nil) grouped by usable size.
   defp lost_sites(blocks, opts) do
-    stacks = Sites.stacks(blocks |> Enum.map(&elem(&1, 3)) |> Enum.uniq(), opts[:demangle])
+    ids = for {_, _, _, id, _} <- blocks, id != nil, uniq: true, do: id
+    stacks = Sites.stacks(ids, opts[:demangle])
 
     if opts[:blocks] do
       Enum.map(blocks, fn {address, _, _, _, _} = b ->
         %{lost_site([b], stacks) | address: address}
       end)
     else
-      blocks |> Enum.group_by(&elem(&1, 3)) |> Enum.map(fn {_, bs} -> lost_site(bs, stacks) end)
+      blocks
+      |> Enum.group_by(fn {_, size, _, id, _} -> id || {:size, size} end)
+      |> Enum.map(fn {_, bs} -> lost_site(bs, stacks) end)
     end
   end
 
-  defp lost_site([{_, _, _, id, _} | _] = blocks, stacks) do
+  defp lost_site([{_, size, _, id, _} | _] = blocks, stacks) do
     direct = Enum.count(blocks, &elem(&1, 4))
 
-    %Site{
+    site = %Site{
       bytes: blocks |> Enum.map(&elem(&1, 1)) |> Enum.sum(),
       blocks: length(blocks),
       direct_blocks: direct,
-      indirect_blocks: length(blocks) - direct,
-      oldest_age: (blocks |> Enum.map(&elem(&1, 2)) |> Enum.max()) / 1.0e9,
-      stack: Map.fetch!(stacks, id)
+      indirect_blocks: length(blocks) - direct
     }
+
+    if id,
+      do: %{
+        site
+        | oldest_age: (blocks |> Enum.map(&elem(&1, 2)) |> Enum.max()) / 1.0e9,
+          stack: Map.fetch!(stacks, id)
+      },
+      else: %{site | oldest_age: nil, contents: "#{size}-byte blocks without a record"}
   end
 
   @doc """

@@ -119,8 +119,8 @@ defmodule Mtrace.LeaksTest do
     assert stats.nif_alloc_visible and stats.resources_visible
   end
 
-  test "options: blocks, the block filters and library; and why leaks/1 refuses after a reset" do
-    {sites, {blocks, young, other, refused, filtered}} =
+  test "options: blocks, the block filters and library; and after a reset, lost blocks without stacks" do
+    {sites, {blocks, young, other, after_reset, filtered}} =
       exact([{"lost_node", 192, 3, 1, 2}], fn ->
         in_node("""
         before = Mtrace.mark()
@@ -135,10 +135,12 @@ defmodule Mtrace.LeaksTest do
           for opts <- [[since: before], [min_size: 64], [since: later], [min_size: 65], [max_age: 1]],
               do: #{@lost_sites}.(Mtrace.leaks([library: "lost.so"] ++ opts))
         Mtrace.reset()
-        refused = try do Mtrace.leaks() rescue e in Mtrace.IncompleteError -> Exception.message(e) end
+        :ok = Lost.lose_list(2)
+        Process.sleep(1100)
+        after_reset = for s <- Mtrace.leaks(), do: {s.bytes, s.blocks, s.stack != [], s.contents}
         {#{@lost_sites}.(sites),
-         {Enum.map(blocks, &{&1.address, &1.bytes, &1.blocks, &1.direct_blocks}), young, other, refused,
-          filtered}}
+         {Enum.map(blocks, &{&1.address, &1.bytes, &1.blocks, &1.direct_blocks}), young, other,
+          after_reset, filtered}}
         """)
       end)
 
@@ -150,20 +152,66 @@ defmodule Mtrace.LeaksTest do
     assert Enum.all?(blocks, fn {address, 64, 1, _} -> is_integer(address) and address > 0 end)
     assert blocks |> Enum.map(&elem(&1, 3)) |> Enum.sort() == [0, 0, 1]
     assert young == [] and other == []
-    assert refused =~ "Mtrace.reset/0 forgot the records"
+    # After the reset, the three nodes lost before it have no record (glibc's heap knows them:
+    # 72 usable bytes each), the two lost after it have their stack. A stale word may keep a
+    # lost block (see exact/2): never a kept one.
+    assert [{128, 2, true, nil}, {216, 3, false, "72-byte blocks without a record"}] --
+             after_reset == []
   end
 
-  test "a node that samples cannot tell lost blocks and says why" do
-    message =
-      in_node(
-        """
-        try do Mtrace.leaks() rescue e in Mtrace.IncompleteError -> {e.reason, Exception.message(e)} end
-        """,
-        [{"MTRACE_SAMPLE", "524288"}]
-      )
+  # Blocks kept in every way the scenario keeps them, then 20 lost ones whose addresses the node
+  # knows only masked; the node answers {lost, found, sites}: the lost addresses, what leaks/1
+  # found (blocks: true), and the sites of everything it found.
+  @by_address """
+  :ok = Lost.keep_static(3, 100)
+  :ok = Lost.keep_tree(4)
+  :ok = Lost.keep_tls(200)
+  ets = :ets.new(:buffers, [:public])
+  true = :ets.insert(ets, {:kept, Lost.buffer(300)})
+  holder = spawn(fn -> b = Lost.buffer(400); receive do :stop -> b end end)
+  lost = Lost.lose_masked(20, 48) |> Enum.map(&Bitwise.bxor(&1, Lost.mask()))
+  Process.sleep(1100)
+  {sites, info} = Mtrace.leaks_info(blocks: true)
+  send(holder, :stop)
+  {lost, Enum.map(sites, &{&1.address, &1.bytes, &1.stack != [], &1.contents}), info}
+  """
 
-    assert {:sampling, text} = message
-    assert text =~ "MTRACE_SAMPLE"
+  # Every block found is one of the lost ones (a kept block reported is the worse failure), and
+  # the conservative mark finds at least 18 of the 20 (a stale word may keep one: in trials here
+  # it kept the first block allocated, in every kind of node alike).
+  defp assert_by_address({lost, found, info}) do
+    addresses = Enum.map(found, &elem(&1, 0))
+    assert addresses -- lost == [], "reported but not lost: #{inspect(found)}"
+    assert length(lost -- addresses) <= 2, "missed: #{inspect(lost -- addresses)}"
+    assert info.heap_walked and info.heap_refused == nil
+    found
+  end
+
+  # A block without a record has the usable size of its chunk: 56 bytes for 48 asked for, or more
+  # when glibc gave the whole of a free chunk whose remainder would have been too small to split.
+  defp unrecorded?({_, bytes, stack?, contents}),
+    do: bytes in [56, 72] and not stack? and contents == "#{bytes}-byte blocks without a record"
+
+  test "in a node that samples, leaks/1 finds every lost block by glibc's heap, sampled ones with their stacks" do
+    found =
+      in_node(@by_address, [{"MTRACE_SAMPLE", "524288"}])
+      |> assert_by_address()
+
+    # 48-byte blocks are sampled with p = 1 - exp(-48/524288): none, nearly always
+    assert Enum.all?(found, &unrecorded?/1)
+  end
+
+  test "in a node started without the preload, leaks/1 finds the lost blocks, without stacks" do
+    found =
+      node_result("alias Mtrace.Test.Lost\n#{@by_address}", [])
+      |> assert_by_address()
+
+    assert Enum.all?(found, &unrecorded?/1)
+  end
+
+  test "with full capture, every lost block has its record and stack" do
+    found = in_node(@by_address) |> assert_by_address()
+    assert Enum.all?(found, &match?({_, 48, true, nil}, &1))
   end
 
   test "a mark while 8 threads allocate and a thread maps and unmaps memory finds what a quiet one does" do

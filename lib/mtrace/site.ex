@@ -19,6 +19,10 @@ defmodule Mtrace.Site do
       since. `nil` elsewhere.
     * `:address` - with `blocks: true` (`Mtrace.leaks/1`), each site is one block, and this is
       its address; otherwise `nil`.
+    * `:contents` - for lost blocks that have no record (`Mtrace.leaks/1` knows them from
+      glibc's heap: allocated before the preload, not sampled, dropped or forgotten by a reset),
+      which have no stack (`stack: []`) and no age (`oldest_age: nil`): what they are, grouped by
+      usable size (`"64-byte blocks without a record"`); `nil` for sites with a stack.
   """
 
   defstruct bytes: 0,
@@ -32,21 +36,23 @@ defmodule Mtrace.Site do
             allocated_blocks: nil,
             freed_bytes: nil,
             freed_blocks: nil,
-            address: nil
+            address: nil,
+            contents: nil
 
   @type t :: %__MODULE__{
           bytes: integer(),
           blocks: integer(),
           direct_blocks: non_neg_integer(),
           indirect_blocks: non_neg_integer(),
-          oldest_age: float(),
+          oldest_age: float() | nil,
           stack: [Mtrace.Frame.t()],
           paths: [t()],
           allocated_bytes: non_neg_integer() | nil,
           allocated_blocks: non_neg_integer() | nil,
           freed_bytes: non_neg_integer() | nil,
           freed_blocks: non_neg_integer() | nil,
-          address: non_neg_integer() | nil
+          address: non_neg_integer() | nil,
+          contents: String.t() | nil
         }
 end
 
@@ -76,5 +82,5 @@ defimpl Inspect, for: Mtrace.Site do
 
   defp order,
     do: ~w(bytes blocks direct_blocks indirect_blocks allocated_bytes allocated_blocks
-           freed_bytes freed_blocks oldest_age address stack paths)a
+           freed_bytes freed_blocks oldest_age address contents stack paths)a
 end

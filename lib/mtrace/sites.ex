@@ -158,7 +158,7 @@ defmodule Mtrace.Sites do
           blocks: acc.blocks + s.blocks,
           direct_blocks: acc.direct_blocks + s.direct_blocks,
           indirect_blocks: acc.indirect_blocks + s.indirect_blocks,
-          oldest_age: max(acc.oldest_age, s.oldest_age),
+          oldest_age: max(acc.oldest_age, s.oldest_age || 0.0),
           allocated_bytes: add(acc.allocated_bytes, s.allocated_bytes),
           allocated_blocks: add(acc.allocated_blocks, s.allocated_blocks),
           freed_bytes: add(acc.freed_bytes, s.freed_bytes),
@@ -173,5 +173,5 @@ defmodule Mtrace.Sites do
 
   @doc "Largest bytes first; then more blocks, then older."
   @spec by_size([Site.t()]) :: [Site.t()]
-  def by_size(sites), do: Enum.sort_by(sites, &{-&1.bytes, -&1.blocks, -&1.oldest_age})
+  def by_size(sites), do: Enum.sort_by(sites, &{-&1.bytes, -&1.blocks, -(&1.oldest_age || 0.0)})
 end

@@ -19,4 +19,7 @@ defmodule Mtrace.Test.Lost do
   def lose_on_stack(_size), do: :erlang.nif_error(:not_loaded)
   def storm(_threads), do: :erlang.nif_error(:not_loaded)
   def many(_kept, _lost, _size), do: :erlang.nif_error(:not_loaded)
+  # Lost blocks' addresses, each xor mask/0: no Erlang term points to them.
+  def lose_masked(_n, _size), do: :erlang.nif_error(:not_loaded)
+  def mask, do: 0x5A5A5A5A5A5A5A5A
 end

@@ -83,6 +83,46 @@ static ERL_NIF_TERM lose_list(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
     return ok(env);
 }
 
+/* The lost blocks' addresses go back to Erlang xor'ed with this, so that no Erlang term points to
+ * them. */
+#define MASK 0x5a5a5a5a5a5a5a5aULL
+
+struct masked {
+    unsigned n, size;
+    uint64_t *out;
+};
+
+NAMED static void *masked_block(size_t size)
+{
+    void *p = malloc(size);
+    memset(p, 0, size);
+    return p;
+}
+
+static void make_masked(void *arg)
+{
+    struct masked *m = arg;
+    for (unsigned i = 0; i < m->n; i++)
+        m->out[i] = (uint64_t)(uintptr_t)masked_block(m->size) ^ MASK;
+}
+
+/* lose_masked(n, size): n blocks that nothing keeps, as a list of their addresses xor MASK. */
+static ERL_NIF_TERM lose_masked(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    struct masked m;
+    (void)argc;
+    if (!enif_get_uint(env, argv[0], &m.n) || !enif_get_uint(env, argv[1], &m.size) || m.n > 4096)
+        return enif_make_badarg(env);
+    uint64_t out[4096];
+    m.out = out;
+    deep(make_masked, &m, DEPTH);
+    ERL_NIF_TERM list = enif_make_list(env, 0);
+    for (unsigned i = 0; i < m.n; i++)
+        list = enif_make_list_cell(env, enif_make_uint64(env, out[i]), list);
+    memset(out, 0, sizeof out);
+    return list;
+}
+
 NAMED static void *static_block(size_t size)
 {
     void *p = malloc(size);
@@ -347,6 +387,7 @@ static ErlNifFunc funcs[] = {
     {"lose_on_stack", 1, lose_on_stack, 0},
     {"storm", 1, storm, 0},
     {"many", 3, many, ERL_NIF_DIRTY_JOB_CPU_BOUND},
+    {"lose_masked", 2, lose_masked, 0},
 };
 
 ERL_NIF_INIT(Elixir.Mtrace.Test.Lost, funcs, load, NULL, NULL, NULL)
