@@ -553,18 +553,3 @@ void mt_heap_drop(struct mt_heap *h)
     h->block = h->free = NULL;
     h->blocks = h->frees = 0;
 }
-
-const struct mt_heap_chunk *mt_heap_free_at(const struct mt_heap *h, uintptr_t a)
-{
-    size_t lo = 0, hi = h->frees;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (h->free[mid].addr <= a)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (!lo) return NULL;
-    const struct mt_heap_chunk *c = &h->free[lo - 1];
-    return a < c->addr + c->size ? c : NULL;
-}

@@ -62,7 +62,4 @@ int mt_heap_prepare(struct mt_heap *h);
 int mt_heap_walk(struct mt_heap *h, const struct mt_maps *maps);
 void mt_heap_drop(struct mt_heap *h);
 
-/* The free chunk that holds address a, or NULL. */
-const struct mt_heap_chunk *mt_heap_free_at(const struct mt_heap *h, uintptr_t a);
-
 #endif

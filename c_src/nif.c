@@ -398,6 +398,8 @@ static ERL_NIF_TERM leaks(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         ERL_NIF_TERM pair[2] = {atom_error, why};
         return enif_make_tuple_from_array(env, pair, 2);
     }
+    for (size_t i = 0; i < r.missed_frees && i < MT_REACH_MISSED; i++)
+        mt_forget_missed(&r.missed[i]);
     /* The filter is applied after the mark, which reads every block: a block outside the filter
      * may be the only way to one inside it. Symbolizing for it runs with the threads going. */
     size_t lost = 0;
@@ -520,7 +522,7 @@ static ERL_NIF_TERM frames(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     return result;
 }
 
-#define STAT_KEYS (MT_KINDS + 27)
+#define STAT_KEYS (MT_KINDS + 28)
 
 /* The live heap the records stand for: their sizes, or with sampling their weights. */
 struct live {
@@ -599,6 +601,7 @@ static ERL_NIF_TERM stats(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     PUT_U("untraced", s.untraced);
     PUT_U("untracked_frees", s.untracked_frees);
     PUT_U("stale_replaced", s.stale_replaced);
+    PUT_U("missed_frees", s.missed_frees);
     PUT_U("resets", __atomic_load_n(&resets, __ATOMIC_RELAXED));
 #undef PUT_U
 #undef PUT

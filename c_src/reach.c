@@ -417,8 +417,8 @@ int mt_reach_run(struct mt_reach *r, int at_exit, int walk_heap)
         return -1;
     }
     if (mt_snapshot_take(&r->snap, MT_SNAPSHOT_BY_ADDRESS) != 0) goto out;
-    if (r->heap_walked &&
-        mt_snapshot_join_heap(&r->snap, &heap, &r->missed_frees, &r->unrecorded) != 0)
+    if (r->heap_walked && mt_snapshot_join_heap(&r->snap, &heap, r->missed, MT_REACH_MISSED,
+                                                &r->missed_frees, &r->unrecorded) != 0)
         goto out;
     size_t n = r->snap.n ? r->snap.n : 1;
     r->map_len = n + n * sizeof(size_t) + BUF + 64;

@@ -51,6 +51,8 @@
 
 #include "snapshot.h"
 
+#define MT_REACH_MISSED 256
+
 enum mt_reach_state {
     MT_REACH_REACHABLE = 1,
     MT_REACH_DIRECT,
@@ -69,7 +71,8 @@ struct mt_reach {
     int heap_walked;           /* glibc's heap was walked: every live block is in snap */
     const char *heap_refused;  /* why it was not, when it was asked for */
     size_t missed_frees;       /* records left out: glibc holds their blocks free */
-    size_t unrecorded;         /* blocks known from the walk alone */
+    struct mt_record missed[MT_REACH_MISSED]; /* the first of them, for mt_forget_missed() */
+    size_t unrecorded;                        /* blocks known from the walk alone */
     void *map;
     size_t map_len;
 };

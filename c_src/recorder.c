@@ -323,10 +323,27 @@ static void add_counts(struct mt_stats *sum, const struct mt_stats *s)
         to[i] += __atomic_load_n(&c[i], __ATOMIC_RELAXED);
 }
 
+static uint64_t missed_frees;
+
+void mt_forget_missed(const struct mt_record *rec)
+{
+    struct mt_record now;
+    mt_guard_hold();
+    if (mt_take_unentered((void *)rec->addr, &now)) {
+        if (now.time_ns == rec->time_ns && now.stack == rec->stack && now.tid == rec->tid &&
+            now.size == rec->size)
+            __atomic_fetch_add(&missed_frees, 1, __ATOMIC_RELAXED);
+        else
+            mt_put_back_unentered(&now);
+    }
+    mt_guard_release();
+}
+
 void mt_stats_read(struct mt_stats *out)
 {
     *out = (struct mt_stats){0};
     add_counts(out, &orphans.s);
     for (struct block *b = __atomic_load_n(&blocks, __ATOMIC_ACQUIRE); b; b = b->next)
         add_counts(out, &b->s);
+    out->missed_frees = __atomic_load_n(&missed_frees, __ATOMIC_RELAXED);
 }

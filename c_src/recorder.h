@@ -59,6 +59,7 @@ struct mt_stats {
     uint64_t stale_replaced;  /* records replaced because their address was allocated again */
     uint64_t untracked_frees; /* frees of pointers with no record (dropped or untraced blocks) */
     uint64_t sampled;         /* allocations chosen by sampling (MTRACE_SAMPLE), 0 without it */
+    uint64_t missed_frees;    /* records removed because glibc's heap holds their block free */
 };
 
 /* The common cases of mt_enter, mt_alloc_done and mt_forget are inline in the hooks, so that a
@@ -149,6 +150,11 @@ void mt_realloc_done(void *q, size_t size, const struct mt_site *site, int keep_
  * record outlives its block. mt_take_unentered returns 1 when p had a record, which
  * mt_put_back_unentered restores when the real realloc failed. */
 void mt_forget_unentered(void *p);
+
+/* Reader side: a record whose block a walk of glibc's heap found free (a free mtrace never saw,
+ * heap.h) is removed and counted in missed_frees, unless its address has been allocated again
+ * since (its record is then another's, and stays). Not from a hook; takes the guard. */
+void mt_forget_missed(const struct mt_record *rec);
 int mt_take_unentered(void *p, struct mt_record *old);
 void mt_put_back_unentered(const struct mt_record *old);
 

@@ -140,8 +140,8 @@ int mt_snapshot_take(struct mt_snapshot *s, int order)
     return -1;
 }
 
-int mt_snapshot_join_heap(struct mt_snapshot *s, const struct mt_heap *h, size_t *missed,
-                          size_t *unrecorded)
+int mt_snapshot_join_heap(struct mt_snapshot *s, const struct mt_heap *h, struct mt_record *missed,
+                          size_t missed_cap, size_t *missed_n, size_t *unrecorded)
 {
     size_t cap = s->n + h->blocks, len = (cap ? cap : 1) * sizeof *s->rec;
     struct mt_record *to = mt_mem_map(len);
@@ -149,25 +149,27 @@ int mt_snapshot_join_heap(struct mt_snapshot *s, const struct mt_heap *h, size_t
         errno = ENOMEM;
         return -1;
     }
-    /* Both lists are sorted by address: a block holds a record when one starts inside it (a
-     * block memalign moved into an mmapped chunk starts past the chunk's first bytes). */
+    /* Both lists are sorted by address, and the blocks do not overlap. A block holds the records
+     * that start inside it (a block memalign moved into an mmapped chunk starts past the chunk's
+     * first bytes); a record inside no block is a free mtrace missed: its chunk is free, or
+     * unmapped. */
     size_t i = 0, j = 0, k = 0;
-    uintptr_t last = 0;
-    *missed = *unrecorded = 0;
+    *missed_n = *unrecorded = 0;
     while (i < s->heap || j < h->blocks) {
-        if (j < h->blocks && (i >= s->heap || h->block[j].addr < s->rec[i].addr)) {
+        if (j < h->blocks && (i >= s->heap || h->block[j].addr <= s->rec[i].addr)) {
             const struct mt_heap_chunk *b = &h->block[j++];
-            if (last == b->addr || (i < s->heap && s->rec[i].addr < b->addr + b->size)) continue;
-            to[k++] = (struct mt_record){
-                .addr = b->addr, .size = b->size, .stack = MT_SNAPSHOT_UNRECORDED};
-            ++*unrecorded;
+            size_t first = k;
+            for (; i < s->heap && s->rec[i].addr < b->addr + b->size; i++)
+                to[k++] = s->rec[i];
+            if (k == first) {
+                to[k++] = (struct mt_record){
+                    .addr = b->addr, .size = b->size, .stack = MT_SNAPSHOT_UNRECORDED};
+                ++*unrecorded;
+            }
+        } else if (++*missed_n <= missed_cap) {
+            missed[*missed_n - 1] = s->rec[i++];
         } else {
-            const struct mt_record *r = &s->rec[i++];
-            last = r->addr;
-            if (mt_heap_free_at(h, r->addr))
-                ++*missed;
-            else
-                to[k++] = *r;
+            i++;
         }
     }
     size_t heap = k;

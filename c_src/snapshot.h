@@ -49,12 +49,14 @@ int mt_snapshot_take(struct mt_snapshot *s, int order);
 void mt_snapshot_drop(struct mt_snapshot *s);
 
 /* Joins a walk of glibc's heap to a snapshot taken by address, as the mark needs it: a record
- * whose address lies in a chunk the walk found free is a free mtrace missed (a block freed
- * behind its back) and goes, counted in *missed; a block of the walk that holds no record joins
- * as an unrecorded one (MT_SNAPSHOT_UNRECORDED), counted in *unrecorded. No malloc, no lock.
- * Returns 0, or -1 with errno ENOMEM (the snapshot is then unchanged). */
-int mt_snapshot_join_heap(struct mt_snapshot *s, const struct mt_heap *h, size_t *missed,
-                          size_t *unrecorded);
+ * that starts in no block of the walk (its chunk is free, or unmapped) is a free mtrace missed
+ * (a block freed behind its back) and goes, counted in *missed_n and copied to missed[] while
+ * missed_cap allows; a block
+ * of the walk that holds no record joins as an unrecorded one (MT_SNAPSHOT_UNRECORDED), counted
+ * in *unrecorded. No malloc, no lock. Returns 0, or -1 with errno ENOMEM (the snapshot is then
+ * unchanged). */
+int mt_snapshot_join_heap(struct mt_snapshot *s, const struct mt_heap *h, struct mt_record *missed,
+                          size_t cap, size_t *missed_n, size_t *unrecorded);
 
 /* The heap block whose bytes hold address a (interior addresses too; a block of size 0 holds
  * its own address), or MT_SNAPSHOT_NONE; always NONE in a snapshot not taken by address. */

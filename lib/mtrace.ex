@@ -684,6 +684,9 @@ defmodule Mtrace do
     * `:stale_replaced` - records replaced because their address was handed out again before
       mtrace saw it freed (a free it did not see: one made before it started, or by a path
       that bypasses the malloc family's symbols).
+    * `:missed_frees` - records removed because `leaks/1`'s walk of glibc's heap found their
+      block free: frees mtrace did not see (a path that calls glibc's own `__libc_free`, or a
+      free made while a thread was inside mtrace's own code).
     * `:resets` - how many times `reset/0` has run: a mark taken before one cannot be trusted
       by `diff/2`, and `leaks/1` refuses after one.
     * `:erlang_frames` - whether stacks go on through the Erlang functions that called a NIF:

@@ -119,6 +119,24 @@ defmodule Mtrace.LeaksTest do
     assert stats.nif_alloc_visible and stats.resources_visible
   end
 
+  test "a block freed behind mtrace's back is found free in glibc's heap, and its record goes" do
+    {before, info, again, stats, listed} =
+      in_node("""
+      before = Mtrace.stats().missed_frees
+      address = Bitwise.bxor(Lost.free_behind(1_000_000), Lost.mask())
+      listed = fn -> Enum.any?(Mtrace.olds(1_000_000, false), &(elem(&1, 2) == address)) end
+      was = listed.()
+      {_, info} = Mtrace.leaks_info()
+      {_, again} = Mtrace.leaks_info()
+      {before, info, again, Mtrace.stats(), {was, listed.()}}
+      """)
+
+    assert before == 0
+    assert info.missed_frees >= 1 and again.missed_frees == 0
+    assert stats.missed_frees == info.missed_frees
+    assert listed == {true, false}
+  end
+
   test "options: blocks, the block filters and library; and after a reset, lost blocks without stacks" do
     {sites, {blocks, young, other, after_reset, filtered}} =
       exact([{"lost_node", 192, 3, 1, 2}], fn ->

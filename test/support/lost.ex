@@ -22,4 +22,6 @@ defmodule Mtrace.Test.Lost do
   # Lost blocks' addresses, each xor mask/0: no Erlang term points to them.
   def lose_masked(_n, _size), do: :erlang.nif_error(:not_loaded)
   def mask, do: 0x5A5A5A5A5A5A5A5A
+  # A block freed behind mtrace's back (glibc's __libc_free): its address xor mask/0.
+  def free_behind(_size), do: :erlang.nif_error(:not_loaded)
 end

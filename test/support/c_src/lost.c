@@ -123,6 +123,21 @@ static ERL_NIF_TERM lose_masked(ErlNifEnv *env, int argc, const ERL_NIF_TERM arg
     return list;
 }
 
+extern void __libc_free(void *);
+
+/* free_behind(size): a block allocated through malloc and freed through glibc's own __libc_free,
+ * which mtrace does not see: its record outlives it. Returns its address xor MASK. */
+static ERL_NIF_TERM free_behind(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    unsigned size;
+    (void)argc;
+    if (!enif_get_uint(env, argv[0], &size)) return enif_make_badarg(env);
+    void *p = masked_block(size);
+    uint64_t masked = (uint64_t)(uintptr_t)p ^ MASK;
+    __libc_free(p);
+    return enif_make_uint64(env, masked);
+}
+
 NAMED static void *static_block(size_t size)
 {
     void *p = malloc(size);
@@ -388,6 +403,7 @@ static ErlNifFunc funcs[] = {
     {"storm", 1, storm, 0},
     {"many", 3, many, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"lose_masked", 2, lose_masked, 0},
+    {"free_behind", 1, free_behind, 0},
 };
 
 ERL_NIF_INIT(Elixir.Mtrace.Test.Lost, funcs, load, NULL, NULL, NULL)
