@@ -14,7 +14,9 @@
 #include <erl_nif.h>
 #include <malloc.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "account.h"
 #include "config.h"
@@ -354,6 +356,35 @@ static ERL_NIF_TERM sites(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     return enif_make_tuple_from_array(env, pair, 2);
 }
 
+/* What a lost block without a record holds, from its first bytes (read after the threads went
+ * on: nothing else points to it): {:cxx, class} when its first word points into a C++ vtable that
+ * the dynamic symbols name, {:string, text} for printable text, else nil. */
+static ERL_NIF_TERM describe(ErlNifEnv *env, uintptr_t addr, size_t size)
+{
+    unsigned char head[40];
+    size_t len = size < sizeof head ? size : sizeof head;
+    struct iovec local = {head, len}, remote = {(void *)addr, len};
+    if (len < sizeof(uintptr_t) ||
+        process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != (ssize_t)len)
+        return atom_nil;
+    uintptr_t first;
+    memcpy(&first, head, sizeof first);
+    const char *cls = mt_symbolize_class(first);
+    if (cls) {
+        ERL_NIF_TERM t[2] = {enif_make_atom(env, "cxx"), make_string(env, cls)};
+        return enif_make_tuple_from_array(env, t, 2);
+    }
+    size_t n = 0;
+    while (n < len && head[n] >= 0x20 && head[n] < 0x7f)
+        n++;
+    if (n < 4 || (n < len && head[n] != '\0')) return atom_nil;
+    char text[sizeof head + 1];
+    memcpy(text, head, n);
+    text[n] = '\0';
+    ERL_NIF_TERM t[2] = {enif_make_atom(env, "string"), make_string(env, text)};
+    return enif_make_tuple_from_array(env, t, 2);
+}
+
 /* Why the scan r cannot call blocks lost (reach.h's one rule), or 0. */
 static ERL_NIF_TERM incomplete(ErlNifEnv *env, const struct mt_reach *r)
 {
@@ -376,7 +407,8 @@ static ERL_NIF_TERM incomplete(ErlNifEnv *env, const struct mt_reach *r)
     return 0;
 }
 
-/* leaks(min_age_ns) -> {[{address, size, age_ns, stack_id, direct}], info} */
+/* leaks(filter) -> {[{address, size, age_ns, stack_id, direct}], info}; a block without a record
+ * has nil for its stack id and what describe() says of it for its age. */
 static ERL_NIF_TERM leaks(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     struct filter f;
@@ -421,7 +453,7 @@ static ERL_NIF_TERM leaks(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         ERL_NIF_TERM t[5] = {
             enif_make_uint64(env, b->addr),
             enif_make_uint64(env, b->size),
-            b->stack == MT_SNAPSHOT_UNRECORDED ? atom_nil
+            b->stack == MT_SNAPSHOT_UNRECORDED ? describe(env, b->addr, b->size)
                                                : enif_make_uint64(env, mt_snapshot_age(&r.snap, b)),
             b->stack == MT_SNAPSHOT_UNRECORDED ? atom_nil : enif_make_uint64(env, b->stack),
             r.state[i] == MT_REACH_DIRECT ? atom_true : atom_false,

@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #include "symbols.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
 #include <link.h>
@@ -421,6 +422,21 @@ struct mt_frame_info mt_symbolize_function(uint64_t when, uintptr_t ip, int dema
     struct mt_frame_info f;
     lookup(when, ip, NAMES_ONLY | (demangle ? DEMANGLE : 0), &f, 1);
     return f;
+}
+
+const char *mt_symbolize_class(uintptr_t vptr)
+{
+    Dl_info info;
+    if (!vptr || !dladdr((void *)vptr, &info) || !info.dli_sname ||
+        strncmp(info.dli_sname, "_ZTV", 4) != 0)
+        return NULL;
+    char *name = mt_demangle(info.dli_sname);
+    const char *cls = name && strncmp(name, "vtable for ", 11) == 0 ? name + 11 : info.dli_sname;
+    pthread_mutex_lock(&cache_lock);
+    cls = mt_symbols_intern(cls);
+    pthread_mutex_unlock(&cache_lock);
+    free(name);
+    return cls;
 }
 
 void mt_symbols_start(uint64_t (*clock)(void))

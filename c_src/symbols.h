@@ -83,6 +83,11 @@ int mt_symbolize_frames(uint64_t when, uintptr_t ip, int demangle, struct mt_fra
  * costs reading its symbol table, not its DWARF (tens of milliseconds in the VM's libraries). */
 struct mt_frame_info mt_symbolize_function(uint64_t when, uintptr_t ip, int demangle);
 
+/* The C++ class of an object whose first word is vptr: the class whose vtable the dynamic symbol
+ * table puts vptr in ("_ZTV..."; the loader's own lookup, dladdr), demangled and interned, or NULL
+ * when vptr is no vtable's. For blocks that have no stack to tell what they are. */
+const char *mt_symbolize_class(uintptr_t vptr);
+
 /* Takes the first walk of the module list, and from then on dates stacks with clock (the number
  * of stacks interned so far: an id is at most the clock read after it was interned). Called once,
  * at load, before the program runs. Without it every address is taken as live now. */

@@ -215,7 +215,8 @@ defmodule Mtrace do
   end
 
   # Lost blocks {address, size, age_ns, stack_id, direct} grouped by stack (or one a block);
-  # blocks known from glibc's heap alone (age and stack nil) grouped by usable size.
+  # blocks known from glibc's heap alone (stack nil, and what they hold in age's place) grouped
+  # by usable size and what they hold.
   defp lost_sites(blocks, opts) do
     ids = for {_, _, _, id, _} <- blocks, id != nil, uniq: true, do: id
     stacks = Sites.stacks(ids, opts[:demangle])
@@ -226,12 +227,19 @@ defmodule Mtrace do
       end)
     else
       blocks
-      |> Enum.group_by(fn {_, size, _, id, _} -> id || {:size, size} end)
+      |> Enum.group_by(fn
+        {_, _, _, nil, _} = b -> {:unrecorded, elem(b, 1), holds(b)}
+        {_, _, _, id, _} -> id
+      end)
       |> Enum.map(fn {_, bs} -> lost_site(bs, stacks) end)
     end
   end
 
-  defp lost_site([{_, size, _, id, _} | _] = blocks, stacks) do
+  defp holds({_, _, {:cxx, class}, nil, _}), do: {:cxx, class}
+  defp holds({_, _, {:string, _}, nil, _}), do: :string
+  defp holds(_), do: nil
+
+  defp lost_site([{_, size, what, id, _} | _] = blocks, stacks) do
     direct = Enum.count(blocks, &elem(&1, 4))
 
     site = %Site{
@@ -247,8 +255,16 @@ defmodule Mtrace do
         | oldest_age: (blocks |> Enum.map(&elem(&1, 2)) |> Enum.max()) / 1.0e9,
           stack: Map.fetch!(stacks, id)
       },
-      else: %{site | oldest_age: nil, contents: "#{size}-byte blocks without a record"}
+      else: %{site | oldest_age: nil, contents: contents(size, what)}
   end
+
+  defp contents(size, {:cxx, class}),
+    do: "#{size}-byte #{class} objects (C++, by their vtable) without a record"
+
+  defp contents(size, {:string, text}),
+    do: "#{size}-byte strings without a record, such as #{inspect(text)}"
+
+  defp contents(size, nil), do: "#{size}-byte blocks without a record"
 
   @doc """
   Returns the `n` call sites that hold the most live memory now, largest first.

@@ -227,6 +227,24 @@ defmodule Mtrace.LeaksTest do
     assert Enum.all?(found, &unrecorded?/1)
   end
 
+  test "lost blocks without a record say what they hold: a C++ object its class, text its first bytes" do
+    {widget, text, sites} =
+      node_result(
+        """
+        alias Mtrace.Test.Leaky
+        widget = Bitwise.bxor(Leaky.alloc(:cxx_widget, 1), 1)
+        text = Bitwise.bxor(Leaky.alloc(:strdup, 30), 1)
+        Process.sleep(1100)
+        {widget, text, Enum.map(Mtrace.leaks(blocks: true), &{&1.address, &1.contents})}
+        """,
+        []
+      )
+
+    found = Map.new(sites)
+    assert found[Bitwise.bxor(widget, 1)] =~ ~r/^\d+-byte leaky::Widget objects \(C\+\+/
+    assert found[Bitwise.bxor(text, 1)] =~ ~r/^\d+-byte strings without a record, such as "/
+  end
+
   test "with full capture, every lost block has its record and stack" do
     found = in_node(@by_address) |> assert_by_address()
     assert Enum.all?(found, &match?({_, 48, true, nil}, &1))

@@ -22,7 +22,10 @@ defmodule Mtrace.Site do
     * `:contents` - for lost blocks that have no record (`Mtrace.leaks/1` knows them from
       glibc's heap: allocated before the preload, not sampled, dropped or forgotten by a reset),
       which have no stack (`stack: []`) and no age (`oldest_age: nil`): what they are, grouped by
-      usable size (`"64-byte blocks without a record"`); `nil` for sites with a stack.
+      usable size and what they hold: a C++ class named by the vtable their first word points
+      to (`"24-byte Widget objects (C++, by their vtable) without a record"`), text (`"40-byte
+      strings without a record, such as \"GET /\""`), or neither (`"64-byte blocks without a
+      record"`); `nil` for sites with a stack.
   """
 
   defstruct bytes: 0,

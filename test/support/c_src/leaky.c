@@ -10,6 +10,7 @@
 
 void *leaky_cxx_new(size_t n);
 void leaky_cxx_delete(void *p);
+void *leaky_cxx_widget(size_t n);
 
 #define NAMED __attribute__((noinline, visibility("default")))
 
@@ -89,6 +90,7 @@ static const struct {
     {"strdup", leak_strdup},
     {"strndup", leak_strndup},
     {"cxx_new", leaky_cxx_new},
+    {"cxx_widget", leaky_cxx_widget},
     {"enif_alloc", leak_enif_alloc},
 };
 
