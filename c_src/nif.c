@@ -496,6 +496,114 @@ static ERL_NIF_TERM leaks(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     return enif_make_tuple_from_array(env, pair, 2);
 }
 
+/* heap() -> {:ok, census map} | {:error, why}: glibc's heap as a walk sees it (reach.h). */
+static ERL_NIF_TERM heap_census(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    (void)argv;
+    struct mt_reach r;
+    struct mt_heap h;
+    mt_guard_hold();
+    if (mt_reach_heap(&r, &h) != 0) {
+        mt_guard_release();
+        return enif_raise_exception(env, atom_enomem);
+    }
+    if (!r.heap_walked) {
+        mt_guard_release();
+        ERL_NIF_TERM pair[2] = {atom_error, make_string(env, r.heap_refused)};
+        return enif_make_tuple_from_array(env, pair, 2);
+    }
+    /* Blocks by size class: powers of two, 16 bytes up. */
+    enum { CLASSES = 48, LARGEST = 10 };
+    uint64_t blocks[CLASSES] = {0}, bytes[CLASSES] = {0}, recorded = 0, recorded_bytes = 0;
+    for (size_t i = 0; i < h.blocks; i++) {
+        int c = 0;
+        while (c < CLASSES - 1 && ((uint64_t)16 << c) < h.block[i].size)
+            c++;
+        blocks[c]++;
+        bytes[c] += h.block[i].size;
+    }
+    for (size_t i = 0; i < r.snap.heap; i++)
+        if (r.snap.rec[i].stack != MT_SNAPSHOT_UNRECORDED) {
+            recorded++;
+            recorded_bytes += r.snap.rec[i].size;
+        }
+    ERL_NIF_TERM class_terms[CLASSES];
+    unsigned nc = 0;
+    for (int c = 0; c < CLASSES; c++)
+        if (blocks[c]) {
+            ERL_NIF_TERM t[3] = {enif_make_uint64(env, (uint64_t)16 << c),
+                                 enif_make_uint64(env, blocks[c]), enif_make_uint64(env, bytes[c])};
+            class_terms[nc++] = enif_make_tuple_from_array(env, t, 3);
+        }
+    ERL_NIF_TERM classes = enif_make_list_from_array(env, class_terms, nc);
+    /* The largest free chunks, largest first: each one larger than the last kept goes in. */
+    size_t largest[LARGEST], nl = 0;
+    for (size_t i = 0; i < h.frees; i++) {
+        size_t sz = h.free[i].size;
+        if (nl == LARGEST && sz <= largest[LARGEST - 1]) continue;
+        size_t k = nl < LARGEST ? nl++ : LARGEST - 1;
+        for (; k > 0 && largest[k - 1] < sz; k--)
+            largest[k] = largest[k - 1];
+        largest[k] = sz;
+    }
+    ERL_NIF_TERM free_terms[LARGEST];
+    for (size_t k = 0; k < nl; k++)
+        free_terms[k] = enif_make_uint64(env, largest[k]);
+    ERL_NIF_TERM free_list = enif_make_list_from_array(env, free_terms, (unsigned)nl);
+    ERL_NIF_TERM keys[] = {
+        enif_make_atom(env, "arenas"),          enif_make_atom(env, "heaps"),
+        enif_make_atom(env, "blocks"),          enif_make_atom(env, "block_bytes"),
+        enif_make_atom(env, "free_chunks"),     enif_make_atom(env, "free_bytes"),
+        enif_make_atom(env, "top_bytes"),       enif_make_atom(env, "fastbin_chunks"),
+        enif_make_atom(env, "tcache_chunks"),   enif_make_atom(env, "tcaches"),
+        enif_make_atom(env, "mmapped_blocks"),  enif_make_atom(env, "mmapped_bytes"),
+        enif_make_atom(env, "recorded_blocks"), enif_make_atom(env, "recorded_bytes"),
+        enif_make_atom(env, "missed_frees"),    enif_make_atom(env, "bad_chunks"),
+        enif_make_atom(env, "by_size"),         enif_make_atom(env, "largest_free"),
+        enif_make_atom(env, "threads_stopped"), enif_make_atom(env, "pause_ns"),
+        enif_make_atom(env, "glibc"),
+    };
+    char version[16];
+    int v = h.version;
+    version[0] = (char)('0' + v / 100);
+    version[1] = '.';
+    version[2] = (char)('0' + v / 10 % 10);
+    version[3] = (char)('0' + v % 10);
+    version[4] = '\0';
+    ERL_NIF_TERM vals[] = {
+        enif_make_uint64(env, h.arenas),
+        enif_make_uint64(env, h.heaps),
+        enif_make_uint64(env, h.blocks),
+        enif_make_uint64(env, h.block_bytes),
+        enif_make_uint64(env, h.frees),
+        enif_make_uint64(env, h.free_bytes),
+        enif_make_uint64(env, h.top_bytes),
+        enif_make_uint64(env, h.fast),
+        enif_make_uint64(env, h.tcached),
+        enif_make_uint64(env, h.tcaches),
+        enif_make_uint64(env, h.mmapped),
+        enif_make_uint64(env, h.mmapped_bytes),
+        enif_make_uint64(env, recorded),
+        enif_make_uint64(env, recorded_bytes),
+        enif_make_uint64(env, r.missed_frees),
+        enif_make_uint64(env, h.bad),
+        classes,
+        free_list,
+        enif_make_uint64(env, r.stopped),
+        enif_make_uint64(env, r.pause_ns),
+        make_string(env, version),
+    };
+    ERL_NIF_TERM map, pair[2];
+    enif_make_map_from_arrays(env, keys, vals, sizeof keys / sizeof keys[0], &map);
+    mt_reach_drop(&r);
+    mt_heap_drop(&h);
+    mt_guard_release();
+    pair[0] = enif_make_atom(env, "ok");
+    pair[1] = map;
+    return enif_make_tuple_from_array(env, pair, 2);
+}
+
 /* frames(stack_ids, demangle) -> one list per id of {address, path | nil, name | nil,
  * offset | nil, file | nil, line | nil, inlined, unloaded, erlang}, a tuple per function (inlined
  * ones first, with their caller's address); unloaded is false, true, or maybe (symbols.h's
@@ -685,6 +793,7 @@ static ErlNifFunc funcs[] = {
     {"frames_nif", 2, frames, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"stats_nif", 0, stats, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"reset_nif", 0, reset, ERL_NIF_DIRTY_JOB_CPU_BOUND},
+    {"heap_nif", 0, heap_census, ERL_NIF_DIRTY_JOB_CPU_BOUND},
 };
 
 ERL_NIF_INIT(Elixir.Mtrace.Nif, funcs, load, NULL, upgrade, NULL)

@@ -458,6 +458,51 @@ out:
     return rc;
 }
 
+int mt_reach_heap(struct mt_reach *r, struct mt_heap *heap)
+{
+    *r = (struct mt_reach){0};
+    mt_guard_hold();
+    struct mt_world world;
+    int rc = -1, e = ENOMEM;
+    if (mt_heap_prepare(heap) != 0) {
+        r->heap_refused = heap->refused;
+        mt_guard_release();
+        return 0;
+    }
+    struct ctx c = {.r = r, .s = &r->snap, .pid = getpid(), .world = &world};
+    int table = mt_active();
+    if (table) mt_table_hold();
+    if (stop_and_walk(&c, &world, heap, 1) != 0) {
+        e = errno;
+        mt_maps_drop(&c.maps);
+        if (table) mt_table_release();
+        mt_guard_release();
+        errno = e;
+        return -1;
+    }
+    if (!r->heap_walked) {
+        rc = 0;
+    } else if (mt_snapshot_take(&r->snap, MT_SNAPSHOT_BY_ADDRESS) == 0 &&
+               mt_snapshot_join_heap(&r->snap, heap, r->missed, MT_REACH_MISSED, &r->missed_frees,
+                                     &r->unrecorded) == 0) {
+        rc = 0;
+    } else {
+        e = errno ? errno : ENOMEM;
+    }
+    r->threads = world.stopped + world.running;
+    r->stopped = world.stopped;
+    r->pause_ns = mt_world_resume(&world);
+    if (table) mt_table_release();
+    mt_maps_drop(&c.maps);
+    if (rc != 0) {
+        mt_reach_drop(r);
+        mt_heap_drop(heap);
+    }
+    mt_guard_release();
+    if (rc != 0) errno = e;
+    return rc;
+}
+
 void mt_reach_drop(struct mt_reach *r)
 {
     mt_snapshot_drop(&r->snap);

@@ -49,6 +49,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "heap.h"
 #include "snapshot.h"
 
 #define MT_REACH_MISSED 256
@@ -87,6 +88,13 @@ enum mt_lost_rule {
 
 int mt_reach_run(struct mt_reach *r, int at_exit, int walk_heap);
 enum mt_lost_rule mt_reach_rule(const struct mt_reach *r, int after_reset);
+
+/* The walk alone, for a census of the heap: the threads stopped, glibc's heap walked into *heap
+ * and joined to a snapshot of the records in r->snap (as mt_reach_run does, without the mark:
+ * r->state stays NULL). Returns 0 with r->heap_walked set, or with r->heap_refused saying why it
+ * was not (nothing to drop then); -1 with errno when the threads could not be stopped.
+ * mt_reach_drop() and mt_heap_drop() release what it made. */
+int mt_reach_heap(struct mt_reach *r, struct mt_heap *heap);
 void mt_reach_drop(struct mt_reach *r);
 
 #endif

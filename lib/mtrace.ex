@@ -267,6 +267,28 @@ defmodule Mtrace do
   defp contents(size, nil), do: "#{size}-byte blocks without a record"
 
   @doc """
+  A census of glibc's heap: every block malloc holds, with or without a record, and its free
+  memory, as a walk of malloc's own structures sees it (`Mtrace.Heap`).
+
+  Works in every node that runs on glibc 2.35 to 2.41, preloaded or not: the other threads are
+  stopped for the walk (`:pause_ns`), as for `leaks/1`. Raises `Mtrace.HeapError` when the walk
+  is refused (a glibc whose layout mtrace has not checked, or structures that do not validate),
+  with the reason.
+
+  ## Examples
+
+      %Mtrace.Heap{blocks: blocks, recorded_blocks: recorded} = Mtrace.heap()
+      # blocks - recorded: blocks mtrace has no stack for
+  """
+  @spec heap() :: Mtrace.Heap.t()
+  def heap do
+    case Nif.heap_nif() do
+      {:ok, census} -> struct!(Mtrace.Heap, census)
+      {:error, reason} -> raise Mtrace.HeapError, reason: reason
+    end
+  end
+
+  @doc """
   Returns the `n` call sites that hold the most live memory now, largest first.
 
   Every live block counts, reachable or not (`leaks/1` tells them apart).

@@ -34,6 +34,9 @@ defmodule Mtrace.Nif do
   @spec stats_nif() :: map()
   def stats_nif, do: :erlang.nif_error(:not_loaded)
 
+  @spec heap_nif() :: {:ok, map()} | {:error, String.t()}
+  def heap_nif, do: :erlang.nif_error(:not_loaded)
+
   @spec reset_nif() :: non_neg_integer() | :not_preloaded
   def reset_nif, do: :erlang.nif_error(:not_loaded)
 end
