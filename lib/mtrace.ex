@@ -159,9 +159,17 @@ defmodule Mtrace do
     * `:demangle` - C++ and Rust names demangled. Default `true`.
     * `:nodes`, `:timeout` - as in `top/2`: each node's answer, in a map.
 
-  Raises `Mtrace.IncompleteError` when some live blocks have no record (sampling, drops, or
-  after `reset/0`), since a block they point to would be called lost wrongly;
-  `Mtrace.NotPreloadedError` without the preload; `ArgumentError` on a bad option.
+  Works in every node: the mark walks glibc's heap (`heap/0`), so blocks mtrace has no record of
+  (not sampled under `MTRACE_SAMPLE`, dropped, forgotten by `reset/0`, allocated before the
+  preload, or every block of a node started without it) are blocks of the mark too. Such a lost
+  block comes back in a site with `stack: []`, `oldest_age: nil` and `contents` saying what it
+  holds (its C++ class, its text, or its size), grouped by usable size; a block's size is then
+  its usable size. The filters that need a stack, an age or a mark (`:library`, `:function`,
+  `:erlang`, `:max_age`, `:since`) leave such blocks out.
+
+  Raises `Mtrace.IncompleteError` only where the walk is refused and some live blocks have no
+  record; `Mtrace.NotPreloadedError` where the walk is refused in a node without the preload;
+  `ArgumentError` on a bad option.
 
   ## Examples
 
@@ -184,7 +192,10 @@ defmodule Mtrace do
   @doc """
   `leaks/1`, with what the mark did: a map of `:threads` (other threads), `:threads_stopped`,
   `:pause_ns` (how long they were stopped), `:root_bytes` and `:block_bytes` (memory read),
-  `:unreadable_bytes`, `:live_blocks`, `:reachable_blocks` and `:reachable_bytes`.
+  `:unreadable_bytes`, `:live_blocks`, `:reachable_blocks` and `:reachable_bytes`;
+  `:heap_walked` (whether glibc's heap was walked) and `:heap_refused` (why not, or `nil`),
+  `:unrecorded_blocks` (live blocks known from the walk alone) and `:missed_frees` (records
+  whose block the walk found free, taken out of the table).
 
   ## Examples
 

@@ -1,7 +1,9 @@
 defmodule Mtrace.IncompleteError do
   @moduledoc """
-  Raised by `Mtrace.leaks/1` when some live blocks have no record, so that a block they point to
-  could be called lost although it is not.
+  Raised by `Mtrace.leaks/1` when glibc's heap could not be walked (see `Mtrace.heap/0`) and some
+  live blocks have no record, so that a block they point to could be called lost although it is
+  not. Where the walk works (glibc 2.35 to 2.41), blocks without a record are known from it and
+  `leaks/1` answers.
 
   `:reason` is `:sampling` (the node runs with `MTRACE_SAMPLE`: most blocks are not recorded),
   `{:dropped, n}` (`n` allocations found no room in the table, which had reached
