@@ -106,17 +106,23 @@ static void scan_range(struct ctx *c, uintptr_t lo, uintptr_t hi, uint64_t *byte
     while (lo < hi) {
         size_t len = hi - lo < BUF ? hi - lo : BUF;
         if (c->mincore) {
-            /* Not resident: never written (reads as zeros) or a file's unchanged page. */
+            /* Not resident: never written (reads as zeros) or a file's unchanged page. A run of
+             * them is skipped whole, a run of resident ones read whole: one call for each. */
             uintptr_t page = lo & ~(uintptr_t)(MT_PAGE - 1);
-            unsigned char in;
-            if (mincore((void *)page, MT_PAGE, &in) == 0 && !(in & 1)) {
-                lo = page + MT_PAGE;
-                continue;
+            unsigned char vec[256];
+            size_t pages = (hi - page + MT_PAGE - 1) / MT_PAGE, k = 0;
+            if (pages > sizeof vec) pages = sizeof vec;
+            if (mincore((void *)page, pages * MT_PAGE, vec) == 0) {
+                while (k < pages && !(vec[k] & 1))
+                    k++;
+                if (k) {
+                    lo = page + k * MT_PAGE;
+                    continue;
+                }
+                while (k < pages && (vec[k] & 1))
+                    k++;
+                if (page + k * MT_PAGE < lo + len) len = page + k * MT_PAGE - lo;
             }
-            uintptr_t end = page + MT_PAGE;
-            while (end < lo + len && mincore((void *)end, MT_PAGE, &in) == 0 && (in & 1))
-                end += MT_PAGE;
-            if (end < lo + len) len = end - lo;
         }
         size_t got = read_mem(c, lo, len, c->buf);
         scan_words(c, c->buf, got);

@@ -140,56 +140,71 @@ struct per_id {
 
 /* A live report's records, summed by stack id. At exit, when reachability is known (split),
  * lost blocks go to `lost` and reachable ones to `kept`; otherwise every record goes to `lost`,
- * which is then simply the live heap. */
+ * which is then simply the live heap. When glibc's heap was walked (exact: the records were not
+ * complete), every live block is in the scan once, with its record or without one: the lost and
+ * reachable totals count each block as itself, while the sites keep the records' weights (with
+ * sampling, estimates of everything their stack allocated), so blocks without a record are in
+ * the totals and in no site. */
 struct gather {
     struct per_id *lost, *kept;
     size_t ids;
-    int split;
+    int split, exact;
     struct mt_reach reach;
     int64_t heap_bytes, heap_units, tracked_bytes, tracked_units;
     int64_t lost_bytes, lost_units, kept_bytes, kept_units, direct, indirect;
 };
 
-/* Per site, weights (account.h): the estimate a sampled record stands for. */
+/* Per site, weights (account.h): the estimate a sampled record stands for; the totals of a
+ * walked heap count the block itself. */
 static void gather_record(struct gather *g, const struct mt_record *r, int state)
 {
     size_t id = r->stack < g->ids ? r->stack : 0;
-    struct mt_weight w = mt_weigh(r);
+    struct mt_weight w =
+        r->stack == MT_SNAPSHOT_UNRECORDED ? (struct mt_weight){0, 0} : mt_weigh(r);
+    struct mt_weight t = g->exact ? (struct mt_weight){r->size, MT_ONE} : w;
     if (r->addr & MT_TRACK_BIT) {
         g->tracked_bytes += (int64_t)w.bytes;
         g->tracked_units += (int64_t)w.blocks;
     } else {
-        g->heap_bytes += (int64_t)w.bytes;
-        g->heap_units += (int64_t)w.blocks;
+        g->heap_bytes += (int64_t)t.bytes;
+        g->heap_units += (int64_t)t.blocks;
     }
     struct per_id *p = &g->lost[id];
     if (state == MT_REACH_REACHABLE) {
         p = &g->kept[id];
-        g->kept_bytes += (int64_t)w.bytes;
-        g->kept_units += (int64_t)w.blocks;
+        g->kept_bytes += (int64_t)t.bytes;
+        g->kept_units += (int64_t)t.blocks;
     } else if (g->split && !(r->addr & MT_TRACK_BIT)) {
-        g->lost_bytes += (int64_t)w.bytes;
-        g->lost_units += (int64_t)w.blocks;
+        g->lost_bytes += (int64_t)t.bytes;
+        g->lost_units += (int64_t)t.blocks;
         int direct = state == MT_REACH_DIRECT;
-        p->direct += direct;
-        p->indirect += !direct;
         g->direct += direct;
         g->indirect += !direct;
+        if (w.blocks) {
+            p->direct += direct;
+            p->indirect += !direct;
+        }
     }
     p->bytes += (int64_t)w.bytes;
     p->units += (int64_t)w.blocks;
 }
 
-/* Reads the live records; at exit, with every allocation recorded (no sampling), marks what the
- * program can still reach. Returns 0, or -1 with errno. */
+/* Reads the live records; at exit, with every live block known (every allocation recorded, or
+ * else glibc's heap walked), marks what the program can still reach. Returns 0, or -1 with errno.
+ * With complete records the heap is not walked: the blocks without a record would then be
+ * mtrace's own (allocated while it ran), not the program's. */
 static int gather_live(struct gather *g, int at_exit)
 {
     struct mt_snapshot own, *snap = &own;
-    g->split = at_exit && !mt_config.sample && mt_reach_run(&g->reach, 1, 0) == 0;
+    struct mt_stats st;
+    mt_stats_read(&st);
+    int walk = mt_config.sample || st.dropped;
+    g->split = at_exit && mt_reach_run(&g->reach, 1, walk) == 0;
     if (g->split && mt_reach_rule(&g->reach, 0) != MT_LOST_KNOWN) {
         mt_reach_drop(&g->reach);
         g->split = 0;
     }
+    g->exact = g->split && g->reach.heap_walked;
     if (g->split)
         snap = &g->reach.snap;
     else if (mt_snapshot_take(&own, MT_SNAPSHOT_ANY_ORDER) != 0)
@@ -280,6 +295,13 @@ static void summary(struct mt_out *o, const struct mt_report_req *req, const str
         mt_out_str(o, " bytes of roots and ");
         mt_out_u64(o, g->reach.block_bytes);
         mt_out_str(o, " bytes of blocks read\n");
+        if (g->exact) {
+            mt_out_str(o, "  glibc's heap walked: ");
+            mt_out_u64(o, g->reach.unrecorded);
+            mt_out_str(o, " live blocks without a record (in the totals, in no site), ");
+            mt_out_u64(o, g->reach.missed_frees);
+            mt_out_str(o, " frees mtrace did not see\n");
+        }
     } else if (req->at_exit && !req->base) {
         mt_out_str(o, mt_config.sample ? "  reachability: not known under MTRACE_SAMPLE (blocks "
                                          "not sampled have no record)\n"

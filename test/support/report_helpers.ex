@@ -109,7 +109,9 @@ defmodule Mtrace.Test.Report do
         ),
       reachable: amount(text, ~r/^  still reachable at exit: (\d+) bytes in (\d+) blocks?$/m),
       peak: number(text, ~r/^  peak live heap(?: \(estimated\))?: (\d+) bytes$/m),
-      estimated: text =~ ~r/^  (?:leaked at exit|live heap) \(estimated\): /m,
+      estimated:
+        text =~
+          ~r/^(?:  (?:leaked at exit|live heap|peak live heap)|leaks|live|still reachable) \(estimated\): /m,
       sampled: number(text, ~r/^  sampled: (\d+) allocations, about one per \d+ bytes/m),
       tracked: amount(text, ~r/^  tracked \(mtrace_track\): (\d+) bytes in (\d+) resources?$/m),
       calls: calls(text),
