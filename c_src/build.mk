@@ -7,7 +7,7 @@ ALL_CFLAGS = -std=gnu11 -O2 -g -fPIC -fvisibility=hidden -fno-semantic-interposi
 	-fno-omit-frame-pointer $(WARN) $(ERL_CFLAGS) $(UNWIND_CFLAGS) $(DW_CFLAGS) $(CFLAGS)
 OBJS = config.o mem.o proc.o table.o stack.o recorder.o hooks.o symbols.o symbols_elf.o symbols_dwarf.o \
 	symbols_perf.o unload.o nif.o writer.o report.o csv.o service.o api.o snapshot.o world.o reach.o heap.o
-HDRS = config.h heap.h hooklist.h hooks.h platform.h mem.h proc.h snapshot.h world.h reach.h table.h stack.h recorder.h symbols.h \
+HDRS = config.h heap.h hooklist.h hooks.h platform.h sort.h mem.h proc.h snapshot.h world.h reach.h table.h stack.h recorder.h symbols.h \
 	symbols_backend.h account.h writer.h report.h csv.h \
 	service.h
 LIB = ../priv/mtrace.so

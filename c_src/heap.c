@@ -12,6 +12,7 @@
 
 #include "mem.h"
 #include "platform.h"
+#include "sort.h"
 
 extern void *__libc_malloc(size_t);
 
@@ -258,49 +259,18 @@ static const char *walk_thread_arena(struct walk *w)
     return NULL;
 }
 
-static void radix(struct mt_heap_chunk *v, struct mt_heap_chunk *tmp, size_t n)
+static uintptr_t chunk_addr(const struct mt_heap_chunk *c)
 {
-    struct mt_heap_chunk *from = v, *to = tmp;
-    for (int shift = 0; n > 1 && shift < 64; shift += 8) {
-        size_t count[256] = {0};
-        for (size_t i = 0; i < n; i++)
-            count[from[i].addr >> shift & 0xFF]++;
-        if (count[from[0].addr >> shift & 0xFF] == n) continue;
-        for (size_t d = 0, at = 0; d < 256; d++) {
-            size_t c = count[d];
-            count[d] = at;
-            at += c;
-        }
-        for (size_t i = 0; i < n; i++)
-            to[count[from[i].addr >> shift & 0xFF]++] = from[i];
-        struct mt_heap_chunk *t = from;
-        from = to;
-        to = t;
-    }
-    if (from != v) memcpy(v, from, n * sizeof *v);
+    return c->addr;
 }
 
-static void radix_words(uintptr_t *v, uintptr_t *tmp, size_t n)
+static uintptr_t word_value(const uintptr_t *w)
 {
-    uintptr_t *from = v, *to = tmp;
-    for (int shift = 0; n > 1 && shift < 64; shift += 8) {
-        size_t count[256] = {0};
-        for (size_t i = 0; i < n; i++)
-            count[from[i] >> shift & 0xFF]++;
-        if (count[from[0] >> shift & 0xFF] == n) continue;
-        for (size_t d = 0, at = 0; d < 256; d++) {
-            size_t c = count[d];
-            count[d] = at;
-            at += c;
-        }
-        for (size_t i = 0; i < n; i++)
-            to[count[from[i] >> shift & 0xFF]++] = from[i];
-        uintptr_t *t = from;
-        from = to;
-        to = t;
-    }
-    if (from != v) memcpy(v, from, n * sizeof *v);
+    return *w;
 }
+
+MT_DEFINE_RADIX_SORT(radix, struct mt_heap_chunk, chunk_addr)
+MT_DEFINE_RADIX_SORT(radix_words, uintptr_t, word_value)
 
 /* The chunk that looks in use at c with this size, or NULL: every free list must lead to such
  * chunks only. */

@@ -46,6 +46,7 @@ struct ctx {
     size_t self; /* the block being read, which its own words do not mark */
     struct mt_world *world;
     uintptr_t self_sp; /* the calling thread's stack pointer; 0 at exit */
+    int table;         /* this copy records: its table is held while the threads are stopped */
 };
 
 /* Reads [a, a + len) to `to`; returns how many bytes from a were read. */
@@ -398,6 +399,40 @@ static int stop_and_walk(struct ctx *c, struct mt_world *world, struct mt_heap *
     }
 }
 
+/* Stops the other threads with the table held (when this copy records) and, with walk, glibc's
+ * heap walked (prepared by the caller). Returns 0, or -1 with errno with nothing held. */
+static int stop(struct ctx *c, struct mt_world *world, struct mt_heap *heap, int walk)
+{
+    c->table = mt_active();
+    if (c->table) mt_table_hold();
+    if (stop_and_walk(c, world, heap, walk) == 0) return 0;
+    int e = errno;
+    mt_maps_drop(&c->maps);
+    if (c->table) mt_table_release();
+    errno = e;
+    return -1;
+}
+
+/* The records, joined to the walk when there was one. Returns 0, or -1 with errno. */
+static int take(struct ctx *c, const struct mt_heap *heap)
+{
+    struct mt_reach *r = c->r;
+    if (mt_snapshot_take(&r->snap, MT_SNAPSHOT_BY_ADDRESS) != 0) return -1;
+    return r->heap_walked ? mt_snapshot_join_heap(&r->snap, heap, r->missed, MT_REACH_MISSED,
+                                                  &r->missed_frees, &r->unrecorded)
+                          : 0;
+}
+
+/* Lets the threads go on, and says for how long they were stopped. */
+static void go_on(struct ctx *c, struct mt_world *world)
+{
+    c->r->threads = world->stopped + world->running;
+    c->r->stopped = world->stopped;
+    c->r->pause_ns = mt_world_resume(world);
+    if (c->table) mt_table_release();
+    mt_maps_drop(&c->maps);
+}
+
 int mt_reach_run(struct mt_reach *r, int at_exit, int walk_heap)
 {
     *r = (struct mt_reach){0};
@@ -412,20 +447,13 @@ int mt_reach_run(struct mt_reach *r, int at_exit, int walk_heap)
     if (walk_heap && !walk) r->heap_refused = heap.refused;
     struct ctx c = {
         .r = r, .s = &r->snap, .pid = getpid(), .world = &world, .self = MT_SNAPSHOT_NONE};
-    int table = mt_active();
-    if (table) mt_table_hold();
-    if (stop_and_walk(&c, &world, &heap, walk) != 0) {
+    if (stop(&c, &world, &heap, walk) != 0) {
         e = errno;
-        mt_maps_drop(&c.maps);
-        if (table) mt_table_release();
         mt_guard_release();
         errno = e;
         return -1;
     }
-    if (mt_snapshot_take(&r->snap, MT_SNAPSHOT_BY_ADDRESS) != 0) goto out;
-    if (r->heap_walked && mt_snapshot_join_heap(&r->snap, &heap, r->missed, MT_REACH_MISSED,
-                                                &r->missed_frees, &r->unrecorded) != 0)
-        goto out;
+    if (take(&c, &heap) != 0) goto out;
     size_t n = r->snap.n ? r->snap.n : 1;
     r->map_len = n + n * sizeof(size_t) + BUF + 64;
     if (!(r->map = mt_mem_map(r->map_len))) goto out;
@@ -452,11 +480,7 @@ int mt_reach_run(struct mt_reach *r, int at_exit, int walk_heap)
     rc = 0;
 out:
     if (rc != 0) e = errno ? errno : ENOMEM;
-    r->threads = world.stopped + world.running;
-    r->stopped = world.stopped;
-    r->pause_ns = mt_world_resume(&world);
-    if (table) mt_table_release();
-    mt_maps_drop(&c.maps);
+    go_on(&c, &world);
     mt_heap_drop(&heap);
     if (rc != 0) mt_reach_drop(r);
     mt_guard_release();
@@ -467,45 +491,27 @@ out:
 int mt_reach_heap(struct mt_reach *r, struct mt_heap *heap)
 {
     *r = (struct mt_reach){0};
-    mt_guard_hold();
-    struct mt_world world;
-    int rc = -1, e = ENOMEM;
     if (mt_heap_prepare(heap) != 0) {
         r->heap_refused = heap->refused;
-        mt_guard_release();
         return 0;
     }
+    mt_guard_hold();
+    struct mt_world world;
     struct ctx c = {.r = r, .s = &r->snap, .pid = getpid(), .world = &world};
-    int table = mt_active();
-    if (table) mt_table_hold();
-    if (stop_and_walk(&c, &world, heap, 1) != 0) {
-        e = errno;
-        mt_maps_drop(&c.maps);
-        if (table) mt_table_release();
+    if (stop(&c, &world, heap, 1) != 0) {
+        int e = errno;
         mt_guard_release();
         errno = e;
         return -1;
     }
-    if (!r->heap_walked) {
-        rc = 0;
-    } else if (mt_snapshot_take(&r->snap, MT_SNAPSHOT_BY_ADDRESS) == 0 &&
-               mt_snapshot_join_heap(&r->snap, heap, r->missed, MT_REACH_MISSED, &r->missed_frees,
-                                     &r->unrecorded) == 0) {
-        rc = 0;
-    } else {
-        e = errno ? errno : ENOMEM;
-    }
-    r->threads = world.stopped + world.running;
-    r->stopped = world.stopped;
-    r->pause_ns = mt_world_resume(&world);
-    if (table) mt_table_release();
-    mt_maps_drop(&c.maps);
-    if (rc != 0) {
+    int rc = r->heap_walked ? take(&c, heap) : 0, e = errno;
+    go_on(&c, &world);
+    if (rc != 0 || !r->heap_walked) {
         mt_reach_drop(r);
         mt_heap_drop(heap);
     }
     mt_guard_release();
-    if (rc != 0) errno = e;
+    if (rc != 0) errno = e ? e : ENOMEM;
     return rc;
 }
 

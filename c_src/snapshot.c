@@ -1,7 +1,6 @@
 /* snapshot.c: the table copied out, sorted and indexed (see snapshot.h).
  *
- * Sorting is a radix sort on the address, eight bits a pass, skipping the passes whose digit is
- * the same in every record (the top bits, mostly): qsort may call malloc, which a stopped thread
+ * Sorting is sort.h's radix sort on the address: qsort may call malloc, which a stopped thread
  * may hold the lock of. The index is an open-addressed table of 1 MiB regions, each with the
  * span of sorted records that touch it; a block that crosses regions is in each of their spans,
  * which stay contiguous because the records are sorted. */
@@ -16,6 +15,7 @@
 #include "mem.h"
 #include "platform.h"
 #include "recorder.h"
+#include "sort.h"
 
 #define REGION_SHIFT 20
 
@@ -36,27 +36,12 @@ static void copy_record(const struct mt_record *r, void *arg)
     f->n++;
 }
 
-static void radix_sort(struct mt_record *v, struct mt_record *tmp, size_t n)
+static uintptr_t record_addr(const struct mt_record *r)
 {
-    struct mt_record *from = v, *to = tmp;
-    for (int shift = 0; n > 1 && shift < 64; shift += 8) {
-        size_t count[256] = {0};
-        for (size_t i = 0; i < n; i++)
-            count[from[i].addr >> shift & 0xFF]++;
-        if (count[from[0].addr >> shift & 0xFF] == n) continue;
-        for (size_t d = 0, at = 0; d < 256; d++) {
-            size_t c = count[d];
-            count[d] = at;
-            at += c;
-        }
-        for (size_t i = 0; i < n; i++)
-            to[count[from[i].addr >> shift & 0xFF]++] = from[i];
-        struct mt_record *t = from;
-        from = to;
-        to = t;
-    }
-    if (from != v) memcpy(v, from, n * sizeof *v);
+    return r->addr;
 }
+
+MT_DEFINE_RADIX_SORT(radix_sort, struct mt_record, record_addr)
 
 static struct mt_snapshot_region *slot_of(const struct mt_snapshot *s, uintptr_t region)
 {

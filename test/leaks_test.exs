@@ -56,14 +56,20 @@ defmodule Mtrace.LeaksTest do
   end)
   """
 
-  @scenario """
-  :ok = Lost.lose_list(5)
+  # Blocks kept in every way the scenarios keep them: a static array, a tree under a static root,
+  # a thread-local variable, a resource in ETS, one in a process (holder).
+  @kept """
   :ok = Lost.keep_static(3, 100)
   :ok = Lost.keep_tree(4)
   :ok = Lost.keep_tls(200)
   ets = :ets.new(:buffers, [:public])
   true = :ets.insert(ets, {:kept, Lost.buffer(300)})
   holder = spawn(fn -> b = Lost.buffer(400); receive do :stop -> b end end)
+  """
+
+  @scenario """
+  :ok = Lost.lose_list(5)
+  #{@kept}
   :ok = Lost.lose_on_stack(600)
   :ok = Lost.lose_resource(64)
   :ok = Lost.enif_blocks(2, 3, 128)
@@ -177,16 +183,11 @@ defmodule Mtrace.LeaksTest do
              after_reset == []
   end
 
-  # Blocks kept in every way the scenario keeps them, then 20 lost ones whose addresses the node
-  # knows only masked; the node answers {lost, found, sites}: the lost addresses, what leaks/1
-  # found (blocks: true), and the sites of everything it found.
+  # The kept blocks, then 20 lost ones whose addresses the node knows only masked; the node
+  # answers {lost, found, info}: the lost addresses, what leaks/1 found (blocks: true: each
+  # block's address, bytes, whether it has a stack, and its contents), and leaks_info's map.
   @by_address """
-  :ok = Lost.keep_static(3, 100)
-  :ok = Lost.keep_tree(4)
-  :ok = Lost.keep_tls(200)
-  ets = :ets.new(:buffers, [:public])
-  true = :ets.insert(ets, {:kept, Lost.buffer(300)})
-  holder = spawn(fn -> b = Lost.buffer(400); receive do :stop -> b end end)
+  #{@kept}
   lost = Lost.lose_masked(20, 48) |> Enum.map(&Bitwise.bxor(&1, Lost.mask()))
   Process.sleep(1100)
   {sites, info} = Mtrace.leaks_info(blocks: true)
