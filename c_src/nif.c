@@ -358,7 +358,10 @@ static ERL_NIF_TERM sites(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 
 /* What a lost block without a record holds, from its first bytes (read after the threads went
  * on: nothing else points to it): {:cxx, class} when its first word points into a C++ vtable that
- * the dynamic symbols name, {:string, text} for printable text, else nil. */
+ * the dynamic symbols name; {:erlang_binary, bytes} or {:erlang_resource, bytes} for an off-heap
+ * binary of the VM (which reaches malloc with +MBe false): a header of flags (1: a magic binary,
+ * as resources are), a reference count of at least 1 and the data's size, that size filling the
+ * block but for malloc's rounding; {:string, text} for printable text; else nil. */
 static ERL_NIF_TERM describe(ErlNifEnv *env, uintptr_t addr, size_t size)
 {
     unsigned char head[40];
@@ -373,6 +376,18 @@ static ERL_NIF_TERM describe(ErlNifEnv *env, uintptr_t addr, size_t size)
     if (cls) {
         ERL_NIF_TERM t[2] = {enif_make_atom(env, "cxx"), make_string(env, cls)};
         return enif_make_tuple_from_array(env, t, 2);
+    }
+    uintptr_t w[3];
+    if (len >= sizeof w) {
+        memcpy(w, head, sizeof w);
+        size_t used = w[2] + sizeof w;
+        if (w[0] <= 0xF && w[1] >= 1 && w[1] < ((uintptr_t)1 << 31) && w[2] < size &&
+            used <= size && size - used < 24) {
+            ERL_NIF_TERM t[2] = {
+                enif_make_atom(env, w[0] & 1 ? "erlang_resource" : "erlang_binary"),
+                enif_make_uint64(env, w[2])};
+            return enif_make_tuple_from_array(env, t, 2);
+        }
     }
     size_t n = 0;
     while (n < len && head[n] >= 0x20 && head[n] < 0x7f)

@@ -247,6 +247,7 @@ defmodule Mtrace do
   end
 
   defp holds({_, _, {:cxx, class}, nil, _}), do: {:cxx, class}
+  defp holds({_, _, {kind, _}, nil, _}) when kind in [:erlang_binary, :erlang_resource], do: kind
   defp holds({_, _, {:string, _}, nil, _}), do: :string
   defp holds(_), do: nil
 
@@ -271,6 +272,12 @@ defmodule Mtrace do
 
   defp contents(size, {:cxx, class}),
     do: "#{size}-byte #{class} objects (C++, by their vtable) without a record"
+
+  defp contents(size, {:erlang_binary, _}),
+    do: "#{size}-byte Erlang binaries (off-heap, by their header) without a record"
+
+  defp contents(size, {:erlang_resource, _}),
+    do: "#{size}-byte Erlang resources (magic binaries, by their header) without a record"
 
   defp contents(size, {:string, text}),
     do: "#{size}-byte strings without a record, such as #{inspect(text)}"

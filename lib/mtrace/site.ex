@@ -23,7 +23,9 @@ defmodule Mtrace.Site do
       glibc's heap: allocated before the preload, not sampled, dropped or forgotten by a reset),
       which have no stack (`stack: []`) and no age (`oldest_age: nil`): what they are, grouped by
       usable size and what they hold: a C++ class named by the vtable their first word points
-      to (`"24-byte Widget objects (C++, by their vtable) without a record"`), text (`"40-byte
+      to (`"24-byte Widget objects (C++, by their vtable) without a record"`), an Erlang
+      off-heap binary or resource by its header (the VM gives them to malloc with `+MBe false`:
+      `"136-byte Erlang resources (magic binaries, by their header) without a record"`), text (`"40-byte
       strings without a record, such as \"GET /\""`), or neither (`"64-byte blocks without a
       record"`); `nil` for sites with a stack.
   """

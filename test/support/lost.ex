@@ -24,4 +24,6 @@ defmodule Mtrace.Test.Lost do
   def mask, do: 0x5A5A5A5A5A5A5A5A
   # A block freed behind mtrace's back (glibc's __libc_free): its address xor mask/0.
   def free_behind(_size), do: :erlang.nif_error(:not_loaded)
+  # An off-heap binary allocated and never released.
+  def lose_binary(_size), do: :erlang.nif_error(:not_loaded)
 end

@@ -245,6 +245,19 @@ static ERL_NIF_TERM lose_resource(ErlNifEnv *env, int argc, const ERL_NIF_TERM a
     return ok(env);
 }
 
+/* lose_binary(size): an off-heap binary allocated and never released nor made a term. */
+static ERL_NIF_TERM lose_binary(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    unsigned size;
+    ErlNifBinary bin;
+    (void)argc;
+    if (!enif_get_uint(env, argv[0], &size) || !enif_alloc_binary(size, &bin))
+        return enif_make_badarg(env);
+    memset(bin.data, 'b', size);
+    memset(&bin, 0, sizeof bin);
+    return ok(env);
+}
+
 NAMED static void *lost_enif(size_t size)
 {
     void *p = enif_alloc(size);
@@ -404,6 +417,7 @@ static ErlNifFunc funcs[] = {
     {"many", 3, many, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"lose_masked", 2, lose_masked, 0},
     {"free_behind", 1, free_behind, 0},
+    {"lose_binary", 1, lose_binary, 0},
 };
 
 ERL_NIF_INIT(Elixir.Mtrace.Test.Lost, funcs, load, NULL, NULL, NULL)
