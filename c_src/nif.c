@@ -61,6 +61,24 @@ static ERL_NIF_TERM make_string(ErlNifEnv *env, const char *s)
     return t;
 }
 
+/* A map of the NIF's answers, from names and values. */
+struct field {
+    const char *name;
+    ERL_NIF_TERM value;
+};
+
+static ERL_NIF_TERM map_of(ErlNifEnv *env, const struct field *f, size_t n)
+{
+    ERL_NIF_TERM keys[32], vals[32], map;
+    if (n > 32) n = 32;
+    for (size_t i = 0; i < n; i++) {
+        keys[i] = enif_make_atom(env, f[i].name);
+        vals[i] = f[i].value;
+    }
+    enif_make_map_from_arrays(env, keys, vals, n, &map);
+    return map;
+}
+
 /* A max-heap on age order keeps the `cap` oldest records seen so far: its root is the youngest
  * of them, the one a still older record replaces. */
 struct oldest {
@@ -475,34 +493,24 @@ static ERL_NIF_TERM leaks(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         };
         items[k++] = enif_make_tuple_from_array(env, t, 5);
     }
-    ERL_NIF_TERM keys[] = {
-        enif_make_atom(env, "threads"),         enif_make_atom(env, "threads_stopped"),
-        enif_make_atom(env, "pause_ns"),        enif_make_atom(env, "root_bytes"),
-        enif_make_atom(env, "block_bytes"),     enif_make_atom(env, "unreadable_bytes"),
-        enif_make_atom(env, "reachable_bytes"), enif_make_atom(env, "reachable_blocks"),
-        enif_make_atom(env, "live_blocks"),     enif_make_atom(env, "heap_walked"),
-        enif_make_atom(env, "heap_refused"),    enif_make_atom(env, "unrecorded_blocks"),
-        enif_make_atom(env, "missed_frees"),
+    const struct field info[] = {
+        {"threads", enif_make_uint64(env, r.threads)},
+        {"threads_stopped", enif_make_uint64(env, r.stopped)},
+        {"pause_ns", enif_make_uint64(env, r.pause_ns)},
+        {"root_bytes", enif_make_uint64(env, r.root_bytes)},
+        {"block_bytes", enif_make_uint64(env, r.block_bytes)},
+        {"unreadable_bytes", enif_make_uint64(env, r.unreadable_bytes)},
+        {"reachable_bytes", enif_make_uint64(env, kept_bytes)},
+        {"reachable_blocks", enif_make_uint64(env, kept_blocks)},
+        {"live_blocks", enif_make_uint64(env, r.snap.heap)},
+        {"heap_walked", r.heap_walked ? atom_true : atom_false},
+        {"heap_refused", r.heap_refused ? make_string(env, r.heap_refused) : atom_nil},
+        {"unrecorded_blocks", enif_make_uint64(env, r.unrecorded)},
+        {"missed_frees", enif_make_uint64(env, r.missed_frees)},
     };
-    ERL_NIF_TERM vals[] = {
-        enif_make_uint64(env, r.threads),
-        enif_make_uint64(env, r.stopped),
-        enif_make_uint64(env, r.pause_ns),
-        enif_make_uint64(env, r.root_bytes),
-        enif_make_uint64(env, r.block_bytes),
-        enif_make_uint64(env, r.unreadable_bytes),
-        enif_make_uint64(env, kept_bytes),
-        enif_make_uint64(env, kept_blocks),
-        enif_make_uint64(env, r.snap.heap),
-        r.heap_walked ? atom_true : atom_false,
-        r.heap_refused ? make_string(env, r.heap_refused) : atom_nil,
-        enif_make_uint64(env, r.unrecorded),
-        enif_make_uint64(env, r.missed_frees),
-    };
-    ERL_NIF_TERM info, pair[2];
-    enif_make_map_from_arrays(env, keys, vals, sizeof keys / sizeof keys[0], &info);
+    ERL_NIF_TERM pair[2];
+    pair[1] = map_of(env, info, sizeof info / sizeof info[0]);
     pair[0] = enif_make_list_from_array(env, items, (unsigned)k);
-    pair[1] = info;
     enif_free(items);
     enif_free(f.memo);
     mt_reach_drop(&r);
@@ -566,56 +574,37 @@ static ERL_NIF_TERM heap_census(ErlNifEnv *env, int argc, const ERL_NIF_TERM arg
     for (size_t k = 0; k < nl; k++)
         free_terms[k] = enif_make_uint64(env, largest[k]);
     ERL_NIF_TERM free_list = enif_make_list_from_array(env, free_terms, (unsigned)nl);
-    ERL_NIF_TERM keys[] = {
-        enif_make_atom(env, "arenas"),          enif_make_atom(env, "heaps"),
-        enif_make_atom(env, "blocks"),          enif_make_atom(env, "block_bytes"),
-        enif_make_atom(env, "free_chunks"),     enif_make_atom(env, "free_bytes"),
-        enif_make_atom(env, "top_bytes"),       enif_make_atom(env, "fastbin_chunks"),
-        enif_make_atom(env, "tcache_chunks"),   enif_make_atom(env, "tcaches"),
-        enif_make_atom(env, "mmapped_blocks"),  enif_make_atom(env, "mmapped_bytes"),
-        enif_make_atom(env, "recorded_blocks"), enif_make_atom(env, "recorded_bytes"),
-        enif_make_atom(env, "missed_frees"),    enif_make_atom(env, "bad_chunks"),
-        enif_make_atom(env, "by_size"),         enif_make_atom(env, "largest_free"),
-        enif_make_atom(env, "threads_stopped"), enif_make_atom(env, "pause_ns"),
-        enif_make_atom(env, "glibc"),
+    char version[8] = {(char)('0' + h.version / 100), '.', (char)('0' + h.version / 10 % 10),
+                       (char)('0' + h.version % 10), '\0'};
+    const struct field census[] = {
+        {"arenas", enif_make_uint64(env, h.arenas)},
+        {"heaps", enif_make_uint64(env, h.heaps)},
+        {"blocks", enif_make_uint64(env, h.blocks)},
+        {"block_bytes", enif_make_uint64(env, h.block_bytes)},
+        {"free_chunks", enif_make_uint64(env, h.frees)},
+        {"free_bytes", enif_make_uint64(env, h.free_bytes)},
+        {"top_bytes", enif_make_uint64(env, h.top_bytes)},
+        {"fastbin_chunks", enif_make_uint64(env, h.fast)},
+        {"tcache_chunks", enif_make_uint64(env, h.tcached)},
+        {"tcaches", enif_make_uint64(env, h.tcaches)},
+        {"mmapped_blocks", enif_make_uint64(env, h.mmapped)},
+        {"mmapped_bytes", enif_make_uint64(env, h.mmapped_bytes)},
+        {"recorded_blocks", enif_make_uint64(env, recorded)},
+        {"recorded_bytes", enif_make_uint64(env, recorded_bytes)},
+        {"missed_frees", enif_make_uint64(env, r.missed_frees)},
+        {"bad_chunks", enif_make_uint64(env, h.bad)},
+        {"by_size", classes},
+        {"largest_free", free_list},
+        {"threads_stopped", enif_make_uint64(env, r.stopped)},
+        {"pause_ns", enif_make_uint64(env, r.pause_ns)},
+        {"glibc", make_string(env, version)},
     };
-    char version[16];
-    int v = h.version;
-    version[0] = (char)('0' + v / 100);
-    version[1] = '.';
-    version[2] = (char)('0' + v / 10 % 10);
-    version[3] = (char)('0' + v % 10);
-    version[4] = '\0';
-    ERL_NIF_TERM vals[] = {
-        enif_make_uint64(env, h.arenas),
-        enif_make_uint64(env, h.heaps),
-        enif_make_uint64(env, h.blocks),
-        enif_make_uint64(env, h.block_bytes),
-        enif_make_uint64(env, h.frees),
-        enif_make_uint64(env, h.free_bytes),
-        enif_make_uint64(env, h.top_bytes),
-        enif_make_uint64(env, h.fast),
-        enif_make_uint64(env, h.tcached),
-        enif_make_uint64(env, h.tcaches),
-        enif_make_uint64(env, h.mmapped),
-        enif_make_uint64(env, h.mmapped_bytes),
-        enif_make_uint64(env, recorded),
-        enif_make_uint64(env, recorded_bytes),
-        enif_make_uint64(env, r.missed_frees),
-        enif_make_uint64(env, h.bad),
-        classes,
-        free_list,
-        enif_make_uint64(env, r.stopped),
-        enif_make_uint64(env, r.pause_ns),
-        make_string(env, version),
-    };
-    ERL_NIF_TERM map, pair[2];
-    enif_make_map_from_arrays(env, keys, vals, sizeof keys / sizeof keys[0], &map);
+    ERL_NIF_TERM pair[2];
+    pair[1] = map_of(env, census, sizeof census / sizeof census[0]);
     mt_reach_drop(&r);
     mt_heap_drop(&h);
     mt_guard_release();
     pair[0] = enif_make_atom(env, "ok");
-    pair[1] = map;
     return enif_make_tuple_from_array(env, pair, 2);
 }
 
