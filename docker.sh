@@ -50,10 +50,12 @@ if [ -n "$old" ] && [ "$old" != "$(docker image inspect --format '{{.Id}}' "$ima
   docker rmi "$old" >/dev/null 2>&1 || true
 fi
 [ $# -gt 0 ] || set -- bin/demo
-# --init reaps the daemons' orphans the tests leave to PID 1; SYS_ADMIN lets the fault test mount
-# its small file systems; -t only when there is a terminal.
+# --init reaps the daemons' orphans the tests leave to PID 1. SYS_PTRACE: Docker's default seccomp
+# profile refuses process_vm_readv without it, and the erlang mode reads the Erlang frames with
+# it (without, stacks end at the JIT's call_nif_shared). SYS_ADMIN lets the fault test mount its
+# small file systems. -t only when there is a terminal.
 tty=
 [ -t 0 ] && [ -t 1 ] && tty=-it
 name=
 [ -z "${MTRACE_DOCKER_NAME:-}" ] || name=--name=$MTRACE_DOCKER_NAME
-exec docker run --rm --init --cap-add SYS_ADMIN $tty ${name:+"$name"} "$image" "$@"
+exec docker run --rm --init --cap-add SYS_PTRACE --cap-add SYS_ADMIN $tty ${name:+"$name"} "$image" "$@"

@@ -8,12 +8,6 @@ defmodule Mtrace.ErlangTest do
 
   @erlang [{"MTRACE_UNWIND", "erlang"}, {"ERL_AFLAGS", "+JPperf map"}]
 
-  # Seen on Debian 13 (OTP 27): a NIF's stack ends at the JIT's `global::call_nif_shared`, with
-  # `+JPperf map` and with `+JPperf map +JPperf fp` alike; the walk from there is stack.c's to
-  # learn. The tests that need Erlang frames say so there until it does.
-  @walk_stops if List.to_integer(:erlang.system_info(:otp_release)) >= 27,
-                do: "OTP 27: the erlang walk stops at the JIT's call_nif_shared"
-
   # Runs code in a fresh node with the preload and env: its value, as a term. The node removes
   # the perf map the BEAM leaves in /tmp.
   defp in_node(code, env) do
@@ -63,8 +57,6 @@ defmodule Mtrace.ErlangTest do
   end)
   """
 
-  if @walk_stops, do: @tag(skip: @walk_stops)
-
   test "a NIF's stack goes on through the Erlang functions that called it, in order" do
     {names, frames, spawned, olds, stats} =
       in_node(
@@ -110,8 +102,6 @@ defmodule Mtrace.ErlangTest do
   end)
   """
 
-  if @walk_stops, do: @tag(skip: @walk_stops)
-
   test "a module loaded again is named by its new code, and its old code's stacks still by theirs" do
     # The new version has one more function between c/1 and the NIF: a reader that did not read
     # the perf map again would not name it.
@@ -141,8 +131,6 @@ defmodule Mtrace.ErlangTest do
     assert Enum.slice(old, 1, 3) == names
     assert Enum.slice(new, 1, 4) == ["'Elixir.Mtrace.Test.Chain':d/1" | names]
   end
-
-  if @walk_stops, do: @tag(skip: @walk_stops)
 
   test "leaks/1 and diff/2 take the erlang: filter and give Erlang frames in their sites" do
     # Chain.a/1 returns the block's address as a small integer, which is not a pointer: the
@@ -174,8 +162,6 @@ defmodule Mtrace.ErlangTest do
     assert [{4500, [_, :c, :b, :a | _]}] = grown
     assert none == []
   end
-
-  if @walk_stops, do: @tag(skip: @walk_stops)
 
   test "on a dirty scheduler, the Erlang caller is unknown" do
     sites =
@@ -211,8 +197,6 @@ defmodule Mtrace.ErlangTest do
     assert stats.erlang_frames == :no_perf_map
     assert frames == []
   end
-
-  if @walk_stops, do: @tag(skip: @walk_stops)
 
   test "under load, through garbage collections and code purges, each block keeps its own callers" do
     # Four processes on one scheduler call the NIF from the same native frames, two through a/1
@@ -265,8 +249,6 @@ defmodule Mtrace.ErlangTest do
              {68, [c, b]} => 1000
            }
   end
-
-  if @walk_stops, do: @tag(skip: @walk_stops)
 
   test "the exit report and every output format name the Erlang functions" do
     wrapped = """
