@@ -9,9 +9,11 @@
 set -eu
 cd "$(dirname "$0")"
 debian=12
-if [ "${1:-}" = --debian ]; then
-  debian=${2:-}
-  shift 2 || shift
+if [ "${1:-}" = --debian ] && [ $# -ge 2 ]; then
+  debian=$2
+  shift 2
+elif [ "${1:-}" = --debian ]; then
+  debian=
 fi
 case $debian in
   12) suite=bookworm ;;
