@@ -58,7 +58,8 @@ defmodule Mtrace.CTest do
   end
 
   # Warnings, portability and performance; ElfW comes from <link.h>, which cppcheck does not
-  # read. Not under the test node's preload: traced, cppcheck took over a minute on a busy
+  # read. Newer cppchecks (2.17) also say where they limited their analysis of branches: a note,
+  # not a finding. Not under the test node's preload: traced, cppcheck took over a minute on a busy
   # machine; untraced it takes about 2 s.
   test "cppcheck finds nothing in c_src" do
     sources = Path.wildcard(Path.expand("../c_src/*.c", __DIR__))
@@ -66,7 +67,8 @@ defmodule Mtrace.CTest do
     {out, status} =
       System.cmd(
         "cppcheck",
-        ~w(--quiet --enable=warning,portability,performance --std=c11 --error-exitcode=1) ++
+        ~w(--quiet --enable=warning,portability,performance --std=c11 --error-exitcode=1
+             --suppress=normalCheckLevelMaxBranches) ++
           ["-DElfW(type)=Elf64_##type", "-I", Path.expand("../c_src", __DIR__) | sources],
         env: [{"LD_PRELOAD", nil}],
         stderr_to_stdout: true
@@ -75,8 +77,18 @@ defmodule Mtrace.CTest do
     assert {status, out} == {0, ""}
   end
 
-  # .clang-format settles the layout of every C and C++ file, the tests' own included.
-  test "the C sources are laid out as clang-format lays them out" do
+  # .clang-format settles the layout of every C and C++ file, the tests' own included, as
+  # clang-format 14 (Debian 12's) lays them out: another version lays some of them out otherwise
+  # (19 does, with the same .clang-format), so the layout is checked only where 14 is installed.
+  @clang_format 14
+  with {version, 0} <- System.cmd("clang-format", ["--version"]),
+       [_, major] <- Regex.run(~r/version (\d+)\./, version),
+       false <- String.to_integer(major) == @clang_format do
+    @tag skip:
+           "the layout is clang-format #{@clang_format}'s, and this is #{String.trim(version)}"
+  end
+
+  test "the C sources are laid out as clang-format #{@clang_format} lays them out" do
     root = Path.expand("..", __DIR__)
 
     sources =

@@ -13,10 +13,11 @@ defmodule Mtrace.ClusterTest do
     {:ok, _} = :net_kernel.start([:"mtrace_a\#{System.pid()}@127.0.0.1", :longnames])
     paths = :code.get_path()
     mine = String.to_charlist(Path.join(:code.lib_dir(:mtrace), "ebin"))
+    # wait_boot: peer's 15 s ran out once for a start on a busy machine (Debian 13 image, CI).
     peer = fn name, preload, paths ->
       args = Enum.flat_map(paths, &[~c"-pa", &1])
       {:ok, _, node} = :peer.start_link(%{name: :"\#{name}\#{System.pid()}", host: ~c"127.0.0.1",
-        longnames: true, args: args, env: [{~c"LD_PRELOAD", preload}]})
+        longnames: true, args: args, env: [{~c"LD_PRELOAD", preload}], wait_boot: 60_000})
       node
     end
     b = peer.("mtrace_b", String.to_charlist("#{mtrace_so()}"), paths)

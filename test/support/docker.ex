@@ -1,10 +1,10 @@
 defmodule Mtrace.Test.Docker do
   @moduledoc false
-  # The Docker engine and the debian:bookworm base image that ./docker.sh needs, for
-  # docker_test.exs. The engine is shared by the whole machine, and so are the names of its images
-  # (docker.sh builds `mtrace`): every step that starts, imports, builds or runs holds one
-  # machine-wide lock, so that the suites of two checkouts take turns instead of running each
-  # other's image.
+  # The Docker engine that ./docker.sh needs, for docker_test.exs. The engine is shared by the
+  # whole machine, and so are the names of its images (docker.sh makes the debian bases and
+  # builds `mtrace:debian12` and `mtrace:debian13`): every step that starts, imports, builds or
+  # runs holds one machine-wide lock, so that the suites of two checkouts take turns instead of
+  # running each other's image.
 
   @lock "/tmp/mtrace-docker.lock"
   @log "/tmp/mtrace-dockerd.log"
@@ -64,42 +64,6 @@ defmodule Mtrace.Test.Docker do
       {_, 0} -> :ok
       {why, _} -> {:skip, String.trim(why)}
     end
-  end
-
-  @doc """
-  Makes the debian:bookworm image when the engine has none (no registry is reachable here):
-  debootstrap's minbase from the machine's Debian mirror, imported. Raises with the output on
-  failure.
-  """
-  def base! do
-    script = ~S"""
-    docker image inspect debian:bookworm >/dev/null 2>&1 && exit 0
-    root=$(mktemp -d)
-    trap 'rm -rf "$root"' EXIT
-    debootstrap --variant=minbase bookworm "$root" "$1"
-    tar -C "$root" -c . | docker import - debian:bookworm
-    """
-
-    {out, status} = locked(["sh", "-ec", script, "sh", mirror()])
-    ExUnit.Assertions.assert(status == 0, out)
-  end
-
-  @doc """
-  The machine's Debian mirror: the one apt fetches bookworm's main component from, as apt itself
-  reads its sources (either format, any file); deb.debian.org when it names none.
-  """
-  def mirror do
-    {out, _} =
-      System.cmd("apt-get", ["indextargets", "--format", "$(REPO_URI) $(RELEASE) $(COMPONENT)"],
-        env: @clean
-      )
-
-    Enum.find_value(String.split(out, "\n"), "http://deb.debian.org/debian", fn line ->
-      case String.split(line) do
-        [uri, "bookworm", "main"] -> uri
-        _ -> nil
-      end
-    end)
   end
 
   @doc """

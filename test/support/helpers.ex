@@ -61,6 +61,15 @@ defmodule Mtrace.Test.Helpers do
     :ok
   end
 
+  # The list first: a tree that is no git repository (or no git) must fail, not copy nothing.
+  @copy ~S"""
+  set -e
+  list=$(mktemp)
+  trap 'rm -f "$list"' EXIT
+  git ls-files -z >"$list"
+  tar --null -T "$list" -cf - | tar -xf - -C "$1"
+  """
+
   @doc """
   Copies into dest the files of this repository that a clone has, as they are in the working
   tree, and none of its build outputs.
@@ -69,7 +78,7 @@ defmodule Mtrace.Test.Helpers do
     {out, status} =
       System.cmd(
         "sh",
-        ["-c", ~s(git ls-files -z | tar --null -T - -cf - | tar -xf - -C "$1"), "sh", dest],
+        ["-c", @copy, "sh", dest],
         cd: Path.expand("../..", __DIR__),
         stderr_to_stdout: true
       )

@@ -15,6 +15,7 @@ defmodule Mtrace.Test.Lost do
   def keep_tls(_size), do: :erlang.nif_error(:not_loaded)
   def buffer(_size), do: :erlang.nif_error(:not_loaded)
   def lose_resource(_size), do: :erlang.nif_error(:not_loaded)
+  def resource_header(_size), do: :erlang.nif_error(:not_loaded)
   def enif_blocks(_lost, _kept, _size), do: :erlang.nif_error(:not_loaded)
   def lose_on_stack(_size), do: :erlang.nif_error(:not_loaded)
   def storm(_threads), do: :erlang.nif_error(:not_loaded)

@@ -258,6 +258,29 @@ static ERL_NIF_TERM lose_binary(ErlNifEnv *env, int argc, const ERL_NIF_TERM arg
     return ok(env);
 }
 
+/* resource_header(size): how many bytes of the VM's own come before a resource's data, in a node
+ * whose resources come from malloc (+MBe false), as the C library's block says. The word before
+ * a block holds its chunk's size: the size asked for and one word, rounded up to 16 bytes (32 at
+ * least), and three flag bits. The nearest such word below the data is the block's own: the VM's
+ * header holds pointers, counts and sizes of other things. */
+static ERL_NIF_TERM resource_header(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    unsigned size;
+    (void)argc;
+    if (!enif_get_uint(env, argv[0], &size) || size < sizeof(struct buffer))
+        return enif_make_badarg(env);
+    char *r = enif_alloc_resource(buffer_type, size);
+    memset(r, 0, size);
+    int header = -1;
+    for (size_t h = 0; h <= 256 && header < 0; h += sizeof(size_t)) {
+        size_t word, chunk = (h + size + sizeof word + 15) & ~(size_t)15;
+        memcpy(&word, r - h - sizeof word, sizeof word);
+        if ((word & ~(size_t)7) == (chunk < 32 ? 32 : chunk)) header = (int)h;
+    }
+    enif_release_resource(r);
+    return header < 0 ? enif_make_badarg(env) : enif_make_int(env, header);
+}
+
 NAMED static void *lost_enif(size_t size)
 {
     void *p = enif_alloc(size);
@@ -411,6 +434,7 @@ static ErlNifFunc funcs[] = {
     {"keep_tls", 1, keep_tls, 0},
     {"buffer", 1, buffer, 0},
     {"lose_resource", 1, lose_resource, 0},
+    {"resource_header", 1, resource_header, 0},
     {"enif_blocks", 3, enif_blocks, 0},
     {"lose_on_stack", 1, lose_on_stack, 0},
     {"storm", 1, storm, 0},
