@@ -378,8 +378,9 @@ static ERL_NIF_TERM sites(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
  * on: nothing else points to it): {:cxx, class} when its first word points into a C++ vtable that
  * the dynamic symbols name; {:erlang_binary, bytes} or {:erlang_resource, bytes} for an off-heap
  * binary of the VM (which reaches malloc with +MBe false): a header of flags (1: a magic binary,
- * as resources are), a reference count of at least 1 and the data's size, that size filling the
- * block but for malloc's rounding; {:string, text} for printable text; else nil. */
+ * as resources are), on OTP 27 a word of the VM's own, a reference count of at least 1 and the
+ * data's size, that size filling the block but for malloc's rounding; {:string, text} for printable
+ * text; else nil. */
 static ERL_NIF_TERM describe(ErlNifEnv *env, uintptr_t addr, size_t size)
 {
     unsigned char head[40];
@@ -395,15 +396,16 @@ static ERL_NIF_TERM describe(ErlNifEnv *env, uintptr_t addr, size_t size)
         ERL_NIF_TERM t[2] = {enif_make_atom(env, "cxx"), make_string(env, cls)};
         return enif_make_tuple_from_array(env, t, 2);
     }
-    uintptr_t w[3];
-    if (len >= sizeof w) {
-        memcpy(w, head, sizeof w);
-        size_t used = w[2] + sizeof w;
-        if (w[0] <= 0xF && w[1] >= 1 && w[1] < ((uintptr_t)1 << 31) && w[2] < size &&
+    uintptr_t w[4];
+    /* flags, then (OTP 27) a word of the VM's, the reference count, the size; then the data */
+    for (size_t k = 2; len >= (k + 1) * sizeof *w && k < 4; k++) {
+        memcpy(w, head, (k + 1) * sizeof *w);
+        size_t used = w[k] + (k + 1) * sizeof *w;
+        if (w[0] <= 0xF && w[k - 1] >= 1 && w[k - 1] < ((uintptr_t)1 << 31) && w[k] < size &&
             used <= size && size - used < 24) {
             ERL_NIF_TERM t[2] = {
                 enif_make_atom(env, w[0] & 1 ? "erlang_resource" : "erlang_binary"),
-                enif_make_uint64(env, w[2])};
+                enif_make_uint64(env, w[k])};
             return enif_make_tuple_from_array(env, t, 2);
         }
     }
@@ -459,7 +461,10 @@ static ERL_NIF_TERM leaks(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         mt_reach_drop(&r);
         mt_guard_release();
         enif_free(f.memo);
-        if (enif_is_identical(why, atom_not_preloaded)) return why;
+        if (enif_is_identical(why, atom_not_preloaded)) {
+            ERL_NIF_TERM t[2] = {why, make_string(env, r.heap_refused ? r.heap_refused : "")};
+            return enif_make_tuple_from_array(env, t, 2);
+        }
         ERL_NIF_TERM pair[2] = {atom_error, why};
         return enif_make_tuple_from_array(env, pair, 2);
     }

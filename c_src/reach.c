@@ -377,7 +377,8 @@ enum mt_lost_rule mt_reach_rule(const struct mt_reach *r, int after_reset)
 }
 
 /* Stops the world with glibc's arena locks free: a thread stopped inside malloc may have left its
- * arena half written, and is let go on for a moment (at most WALK_TRIES times). */
+ * arena half written, and is let go on for a moment (at most WALK_TRIES times, about 0.5 s in
+ * all). */
 static int stop_and_walk(struct ctx *c, struct mt_world *world, struct mt_heap *heap, int walk)
 {
     for (int tries = 0;; tries++) {
@@ -394,7 +395,8 @@ static int stop_and_walk(struct ctx *c, struct mt_world *world, struct mt_heap *
         }
         mt_maps_drop(&c->maps);
         mt_world_resume(world);
-        struct timespec pause = {0, 1000000};
+        /* 1 ms, then longer: a lock holder may be waiting for a core */
+        struct timespec pause = {0, 1000000L * (tries < 10 ? 1 : tries < 30 ? 4 : 10)};
         nanosleep(&pause, NULL);
     }
 }

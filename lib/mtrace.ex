@@ -495,6 +495,10 @@ defmodule Mtrace do
   end
 
   defp preloaded!(:not_preloaded), do: raise(Mtrace.NotPreloadedError)
+
+  defp preloaded!({:not_preloaded, heap_refused}),
+    do: raise(Mtrace.NotPreloadedError, heap_refused: heap_refused)
+
   defp preloaded!(result), do: result
 
   # A reader on each node of opts[:nodes] over distribution, within opts[:timeout] in all:

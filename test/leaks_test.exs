@@ -182,9 +182,15 @@ defmodule Mtrace.LeaksTest do
     assert young == [] and other == []
     # After the reset, the three nodes lost before it have no record (glibc's heap knows them:
     # 72 usable bytes each), the two lost after it have their stack. A stale word may keep a
-    # lost block (see exact/2): never a kept one.
-    assert [{128, 2, true, nil}, {216, 3, false, "72-byte blocks without a record"}] --
-             after_reset == []
+    # lost block (see exact/2; seen once in the Debian 13 image): never a kept one.
+    assert after_reset != []
+
+    assert Enum.all?(after_reset, fn
+             {bytes, n, true, nil} -> n in 1..2 and bytes == 64 * n
+             {bytes, n, false, "72-byte blocks without a record"} -> n in 1..3 and bytes == 72 * n
+             _ -> false
+           end),
+           inspect(after_reset)
   end
 
   # The kept blocks, then 20 lost ones whose addresses the node knows only masked; the node
@@ -255,26 +261,36 @@ defmodule Mtrace.LeaksTest do
   end
 
   test "lost blocks of the VM without a record say so: a resource, an off-heap binary" do
-    sites =
-      node_result(
-        """
-        alias Mtrace.Test.Lost
-        :ok = Lost.lose_resource(64)
-        :ok = Lost.lose_binary(5000)
-        :ok = Lost.enif_blocks(2, 0, 128)
-        Process.sleep(1100)
-        for s <- Mtrace.leaks(), do: {s.blocks, s.contents}
-        """,
-        [{"ERL_AFLAGS", "+MRe false +MBe false"}]
-      )
+    # A resource's block is the VM's header and the 64 bytes asked for; the enif_alloc'd blocks
+    # hold zeros, which tell nothing. Every node may report only these; one of at most four must
+    # name the resource and the binary (a stale word may keep a lost block: see exact/2).
+    wanted = [~r/^\d+-byte Erlang resources \(magic binaries/, ~r/^\d+-byte Erlang binaries/]
 
-    # A resource's block is the VM's header (64 bytes in OTP 25) and the 64 asked for; the
-    # enif_alloc'd blocks hold zeros, which tell nothing.
-    assert [{1, resource}] = for({1, c} <- sites, c =~ "resources", do: {1, c})
-    assert resource =~ ~r/^\d+-byte Erlang resources \(magic binaries/
-    assert [{1, binary}] = for({1, c} <- sites, c =~ "binaries (off-heap", do: {1, c})
-    assert binary =~ ~r/^\d+-byte Erlang binaries/
-    assert Enum.any?(sites, fn {n, c} -> n >= 2 and c =~ "-byte blocks without a record" end)
+    named =
+      Enum.find_value(1..4, fn _ ->
+        sites =
+          node_result(
+            """
+            alias Mtrace.Test.Lost
+            :ok = Lost.lose_resource(64)
+            :ok = Lost.lose_binary(5000)
+            :ok = Lost.enif_blocks(2, 0, 128)
+            Process.sleep(1100)
+            for s <- Mtrace.leaks(), do: {s.blocks, s.contents}
+            """,
+            [{"ERL_AFLAGS", "+MRe false +MBe false"}]
+          )
+
+        assert Enum.all?(sites, fn {n, c} ->
+                 (n == 1 and Enum.any?(wanted, &(c =~ &1))) or
+                   (n <= 2 and c =~ ~r/^\d+-byte blocks without a record$/)
+               end),
+               inspect(sites)
+
+        for(re <- wanted, do: Enum.count(sites, fn {_, c} -> c =~ re end)) == [1, 1]
+      end)
+
+    assert named, "no node of four named both the lost resource and the lost binary"
   end
 
   test "with full capture, every lost block has its record and stack" do

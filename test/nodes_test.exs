@@ -25,6 +25,12 @@ defmodule Mtrace.NodesTest do
     assert length(Regex.scan(~r/^error: /m, out)) == 2
   end
 
+  test "where leaks/1 could not walk glibc's heap either, the error says why" do
+    e = Mtrace.NotPreloadedError.exception(heap_refused: "main arena not found")
+    assert Exception.message(e) =~ "could not walk glibc's heap either (main arena not found)."
+    refute Exception.message(Mtrace.NotPreloadedError.exception([])) =~ "glibc's heap"
+  end
+
   @tag :tmp_dir
   test "a node that preloaded another copy of the file is not mistaken for a traced one",
        %{tmp_dir: dir} do

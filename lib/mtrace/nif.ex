@@ -25,7 +25,7 @@ defmodule Mtrace.Nif do
               boolean()}
            ], map()}
           | {:error, term()}
-          | :not_preloaded
+          | {:not_preloaded, String.t()}
   def leaks_nif(_filter), do: :erlang.nif_error(:not_loaded)
 
   @spec frames_nif([non_neg_integer()], boolean()) :: [[tuple()]]

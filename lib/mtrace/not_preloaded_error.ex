@@ -9,11 +9,23 @@ defmodule Mtrace.NotPreloadedError do
   (a node of its own beside the release's), it names the release's node instead, and says
   whether that one is traced.
 
+  `Mtrace.leaks/1` answers in such a node from a walk of glibc's heap; it raises this only when
+  the walk was refused too, and says why (`:heap_refused`).
+
   Fields: `:node`, `:path` (the file the NIF loads), `:preloaded` (the `mtrace.so` files this
   process has mapped other than `:path`, and `LD_PRELOAD`), `:release_command`,
-  `:release_node`, `:release_traced` (`true`, `false` or `nil` when it could not be asked).
+  `:release_node`, `:release_traced` (`true`, `false` or `nil` when it could not be asked),
+  `:heap_refused` (`nil`, or why `leaks/1` could not walk glibc's heap).
   """
-  defexception [:node, :path, :preloaded, :release_command, :release_node, :release_traced]
+  defexception [
+    :node,
+    :path,
+    :preloaded,
+    :release_command,
+    :release_node,
+    :release_traced,
+    :heap_refused
+  ]
 
   @impl true
   def exception(opts) do
@@ -27,15 +39,23 @@ defmodule Mtrace.NotPreloadedError do
       preloaded: %{copies: copies(path), ld_preload: System.get_env("LD_PRELOAD")},
       release_command: command,
       release_node: release_node,
-      release_traced: if(command in ["remote", "rpc"] and release_node, do: traced?(release_node))
+      release_traced:
+        if(command in ["remote", "rpc"] and release_node, do: traced?(release_node)),
+      heap_refused: Keyword.get(opts, :heap_refused)
     }
   end
 
   @impl true
   def message(e) do
     "mtrace is not the allocator of this node (#{e.node}): " <>
-      preload_text(e) <> " The NIF loads #{e.path}. " <> next_step(e)
+      preload_text(e) <>
+      heap_text(e) <> " The NIF loads #{e.path}. " <> next_step(e)
   end
+
+  defp heap_text(%{heap_refused: nil}), do: ""
+
+  defp heap_text(%{heap_refused: why}),
+    do: " Mtrace.leaks/1 could not walk glibc's heap either (#{why})."
 
   defp preload_text(%{preloaded: %{copies: [copy | _]}, path: path}),
     do:
