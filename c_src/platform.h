@@ -16,9 +16,9 @@
 #define MT_RED_ZONE 128           /* bytes below the stack pointer a leaf function may use */
 #define MT_MADV_POPULATE_WRITE 23 /* Linux 5.14; older kernels answer EINVAL */
 
-/* glibc's malloc (ptmalloc2) on 64-bit: the versions whose layout is below (checked on 2.36 and 2.41,
- * Debian 12 and 13). 2.35 gave heap_info
- * its pagesize field; 2.42 moved the tcache out of the first chunk of a heap and widened it. */
+/* glibc's malloc (ptmalloc2) on 64-bit: the versions whose layout is below (checked on 2.36 and
+ * 2.41, Debian 12 and 13). 2.35 gave heap_info its pagesize field; 2.42 moved the tcache out of
+ * the first chunk of a heap and widened it. */
 #define MT_GLIBC_CHECKED_MIN 235
 #define MT_GLIBC_CHECKED_MAX 241
 
