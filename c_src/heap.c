@@ -403,6 +403,7 @@ static void find_mmapped(struct walk *w)
 
 int mt_heap_walk(struct mt_heap *h, const struct mt_maps *maps)
 {
+    *h = (struct mt_heap){.version = h->version}; /* a walk tried again starts afresh */
     struct walk *w = mt_mem_map(sizeof *w);
     if (!w) return -1;
     *w = (struct walk){.h = h, .maps = maps, .pid = getpid()};

@@ -28,7 +28,8 @@
  *   blocks and free chunks sorted by address; -1 with errno EAGAIN when a stopped thread holds
  *   an arena's lock (its structures may be half written: resume and try again); -1 with
  *   h->refused set when the layout does not validate.
- * - mt_heap_drop() releases the arrays; h may then be walked again.
+ * - mt_heap_drop() releases the arrays; h may then be walked again (a walk starts afresh, its
+ *   figures and arrays its own).
  */
 #ifndef MTRACE_HEAP_H
 #define MTRACE_HEAP_H

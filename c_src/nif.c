@@ -465,8 +465,9 @@ static ERL_NIF_TERM leaks(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
             ERL_NIF_TERM t[2] = {why, make_string(env, r.heap_refused ? r.heap_refused : "")};
             return enif_make_tuple_from_array(env, t, 2);
         }
-        ERL_NIF_TERM pair[2] = {atom_error, why};
-        return enif_make_tuple_from_array(env, pair, 2);
+        ERL_NIF_TERM t[3] = {atom_error, why,
+                             r.heap_refused ? make_string(env, r.heap_refused) : atom_nil};
+        return enif_make_tuple_from_array(env, t, 3);
     }
     for (size_t i = 0; i < r.missed_frees && i < MT_REACH_MISSED; i++)
         mt_forget_missed(&r.missed[i]);

@@ -36,7 +36,8 @@
  *   dropped for want of room, forgotten by a reset) are blocks of the mark too, with stack id
  *   MT_SNAPSHOT_UNRECORDED, and records whose block glibc holds free (a free mtrace missed) are
  *   left out; r->heap_walked says whether it was, r->heap_refused why not. The stop is taken
- *   again (at most 50 times, 1 to 10 ms apart) while a stopped thread holds an arena's lock.
+ *   again (at most 50 times, 1 to 10 ms apart) while a stopped thread holds an arena's lock, and
+ *   5 times while a structure does not validate (one half made by a stopped thread).
  *   Without the walk, heap memory outside records is not read, so pointers held only there are
  *   not seen.
  * - mt_reach_rule() is the one rule for calling unreachable blocks lost, for leaks/1 and the

@@ -217,8 +217,8 @@ defmodule Mtrace do
 
   defp leaks_here(opts) do
     case Nif.leaks_nif(Options.filter(opts)) |> preloaded!() do
-      {:error, reason} ->
-        raise Mtrace.IncompleteError, reason: reason
+      {:error, reason, heap_refused} ->
+        raise Mtrace.IncompleteError, reason: reason, heap_refused: heap_refused
 
       {blocks, info} ->
         {blocks |> lost_sites(opts) |> Sites.matching(opts) |> Sites.by_size(), info}

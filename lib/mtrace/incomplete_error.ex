@@ -7,23 +7,32 @@ defmodule Mtrace.IncompleteError do
 
   `:reason` is `:sampling` (the node runs with `MTRACE_SAMPLE`: most blocks are not recorded),
   `{:dropped, n}` (`n` allocations found no room in the table, which had reached
-  `MTRACE_SLOTS_MAX`), or `:reset` (`Mtrace.reset/0` forgot the records of the blocks live then).
+  `MTRACE_SLOTS_MAX`), or `:reset` (`Mtrace.reset/0` forgot the records of the blocks live then);
+  `:heap_refused` says why the walk was refused (`nil` when it was not tried).
   """
-  defexception [:reason]
+  defexception [:reason, :heap_refused]
 
   @impl true
-  def message(%{reason: :sampling}),
+  def message(%{reason: reason, heap_refused: why}), do: needs(reason) <> walk(why)
+
+  defp needs(:sampling),
     do:
       "Mtrace.leaks/1 needs every live block recorded, and MTRACE_SAMPLE records one in many: " <>
         "start the node without MTRACE_SAMPLE"
 
-  def message(%{reason: {:dropped, n}}),
+  defp needs({:dropped, n}),
     do:
       "Mtrace.leaks/1 needs every live block recorded, and #{n} allocations found no room " <>
         "in the table: start the node with a larger MTRACE_SLOTS_MAX"
 
-  def message(%{reason: :reset}),
+  defp needs(:reset),
     do:
       "Mtrace.leaks/1 needs every live block recorded, and Mtrace.reset/0 forgot the records " <>
         "of the blocks live when it ran: restart the node to look for leaks"
+
+  defp walk(nil), do: ""
+
+  defp walk(why),
+    do:
+      " (glibc's heap, which would tell the blocks without a record, could not be walked: #{why})"
 end

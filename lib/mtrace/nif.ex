@@ -24,7 +24,7 @@ defmodule Mtrace.Nif do
              {non_neg_integer(), non_neg_integer(), non_neg_integer(), non_neg_integer(),
               boolean()}
            ], map()}
-          | {:error, term()}
+          | {:error, term(), String.t() | nil}
           | {:not_preloaded, String.t()}
   def leaks_nif(_filter), do: :erlang.nif_error(:not_loaded)
 

@@ -27,7 +27,7 @@ defmodule Mtrace.Test.BeamStorm do
       end
 
     parent = self()
-    state = %{checked: 0, bad: 0, leaks: 0, after_reset: 0, lost_calloc: 0, stats: nil}
+    state = %{checked: 0, bad: 0, why: [], leaks: 0, after_reset: 0, lost_calloc: 0, stats: nil}
     readers = for _ <- 1..3, do: spawn_link(fn -> reader(parent, state) end)
 
     Task.await_many(writers, 100_000)
@@ -89,12 +89,17 @@ defmodule Mtrace.Test.BeamStorm do
             end
           end)
 
-        state = other_reader(rem(state.checked, 5), %{state | bad: state.bad + wrong})
+        state = other_reader(rem(state.checked, 5), bad(state, wrong, {:olds_parity, wrong}))
         reader(parent, %{state | checked: state.checked + 1})
     end
   end
 
-  defp bad(state, wrong), do: %{state | bad: state.bad + wrong}
+  # Wrong answers are counted, and the first few kept with the turn that gave them (`why`), so
+  # that a failure says what went wrong.
+  defp bad(state, 0, _what), do: state
+
+  defp bad(state, wrong, what),
+    do: %{state | bad: state.bad + wrong, why: Enum.take([what | state.why], 5)}
 
   defp wrong_parity?(stack, bytes, blocks) do
     case function_at(stack, 1) do
@@ -116,7 +121,7 @@ defmodule Mtrace.Test.BeamStorm do
   defp other_reader(0, state) do
     Mtrace.top(50, library: "leaky.so")
     |> Enum.count(&wrong_parity?(&1.stack, &1.bytes, &1.blocks))
-    |> then(&bad(state, &1))
+    |> then(&bad(state, &1, :top_parity))
   end
 
   # Each part of a diff sums whole blocks of its site, so has the site's parity, and the net is
@@ -136,7 +141,7 @@ defmodule Mtrace.Test.BeamStorm do
         site.blocks != site.allocated_blocks - site.freed_blocks or
         Enum.any?(parts, fn {bytes, blocks} -> wrong_parity?(site.stack, bytes, blocks) end)
     end)
-    |> then(&bad(state, &1))
+    |> then(&bad(state, &1, :diff))
   end
 
   # leaks/1 answers, before a reset and after one: the blocks a reset forgot are known from glibc's
@@ -155,7 +160,10 @@ defmodule Mtrace.Test.BeamStorm do
             else: %{state | after_reset: state.after_reset + 1}
           )
           |> Map.update!(:lost_calloc, &(&1 + Enum.sum(calloc)))
-          |> bad(Enum.count(sites, &(not lost_in_storm?(&1))))
+          |> bad(
+            Enum.count(sites, &(not lost_in_storm?(&1))),
+            {:leaks_not_in_storm, Enum.reject(sites, &lost_in_storm?/1) |> Enum.take(2)}
+          )
 
         if before == 0 do
           Mtrace.reset()
@@ -164,8 +172,8 @@ defmodule Mtrace.Test.BeamStorm do
           state
         end
 
-      _ ->
-        bad(state, 1)
+      other ->
+        bad(state, 1, {:leaks, other})
     end
   end
 
@@ -176,18 +184,21 @@ defmodule Mtrace.Test.BeamStorm do
 
     shrunk = if state.stats, do: Enum.count(keys, &(stats[&1] < state.stats[&1])), else: 0
 
-    %{bad(state, shrunk + if(stats.records > stats.slots, do: 1, else: 0)) | stats: stats}
+    %{
+      bad(state, shrunk + if(stats.records > stats.slots, do: 1, else: 0), :stats_shrunk)
+      | stats: stats
+    }
   end
 
   defp other_reader(4, state) do
     folded = Mtrace.top(20) |> Mtrace.render(:folded) |> IO.iodata_to_binary()
-    bad(state, if(folded == "" or folded =~ ~r/ \d+\n/, do: 0, else: 1))
+    bad(state, if(folded == "" or folded =~ ~r/ \d+\n/, do: 0, else: 1), :folded)
   end
 
   defp leaks do
     {:ok, Mtrace.leaks(min_age: 0, library: "leaky.so")}
   rescue
-    e in Mtrace.IncompleteError -> {:refused, e.reason}
+    e in [Mtrace.IncompleteError, Mtrace.NotPreloadedError] -> {:refused, Exception.message(e)}
   end
 
   # A site of lost blocks sums blocks of the sizes its function allocates in the storm.
