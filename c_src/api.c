@@ -66,7 +66,7 @@ void mtrace_lib_untrack(const void *id)
 int mtrace_lib_attach(void)
 {
     mt_guard_hold();
-    int e = (int)mt_attach();
+    int e = (int)mt_attach(NULL);
     mt_guard_release();
     return e;
 }

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "hooks.h"
 #include "mem.h"
 #include "recorder.h"
@@ -206,7 +207,7 @@ static enum mt_attach_error find_originals(void)
     return MT_ATTACH_OK;
 }
 
-static enum mt_attach_error attach_locked(void)
+static enum mt_attach_error attach_locked(const char *const *vars)
 {
     if (mt_interposing()) return MT_ATTACH_PRELOADED;
     if (attached) return MT_ATTACH_ALREADY;
@@ -214,7 +215,10 @@ static enum mt_attach_error attach_locked(void)
     if (e != MT_ATTACH_OK) return e;
     if (mt_malloc_definition() != originals[MT_MALLOC]) return MT_ATTACH_OTHER_MALLOC;
     if (!words && !(words = mt_mem_map(MAX_WORDS * sizeof *words))) return MT_ATTACH_NO_MEMORY;
-    if (!mt_start()) return MT_ATTACH_NO_RECORDER;
+    mt_config_override(vars);
+    int started = mt_start();
+    mt_config_override(NULL);
+    if (!started) return MT_ATTACH_NO_RECORDER;
     if (!symbols_started) {
         mt_symbols_start(stacks_so_far);
         symbols_started = 1;
@@ -232,10 +236,10 @@ static enum mt_attach_error attach_locked(void)
     return MT_ATTACH_OK;
 }
 
-enum mt_attach_error mt_attach(void)
+enum mt_attach_error mt_attach(const char *const *vars)
 {
     pthread_mutex_lock(&lock);
-    enum mt_attach_error e = attach_locked();
+    enum mt_attach_error e = attach_locked(vars);
     pthread_mutex_unlock(&lock);
     return e;
 }
@@ -299,4 +303,11 @@ void mt_attach_state(struct mt_attach_state *out)
     out->objects = __atomic_load_n(&objects, __ATOMIC_RELAXED);
     out->skipped = __atomic_load_n(&skipped, __ATOMIC_RELAXED);
     out->pause_ns = __atomic_load_n(&pause_ns, __ATOMIC_RELAXED);
+}
+
+uint64_t mt_attach_covered_since(void)
+{
+    return __atomic_load_n(&attaches, __ATOMIC_RELAXED)
+               ? __atomic_load_n(&since_ns, __ATOMIC_RELAXED)
+               : 0;
 }

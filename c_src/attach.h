@@ -44,8 +44,10 @@ enum mt_attach_error {
     MT_ATTACH_NO_MEMORY,    /* the list of rewritten words could not be mapped */
 };
 
-/* Attaches (see above). Returns MT_ATTACH_OK or why not; on an error nothing is rewritten. */
-enum mt_attach_error mt_attach(void);
+/* Attaches (see above). vars: "MTRACE_NAME=value" strings, NULL-terminated, that the recorder
+ * takes before the environment's if this attach starts it (config.h), or NULL. Returns
+ * MT_ATTACH_OK or why not; on an error nothing is rewritten. */
+enum mt_attach_error mt_attach(const char *const *vars);
 
 /* Writes every remembered word back; the records stay, readable as before. */
 enum mt_attach_error mt_detach(void);
@@ -68,5 +70,12 @@ struct mt_attach_state {
 /* The state as of now; lock-free but not one consistent snapshot. "Attached at T" for the lost
  * rule: blocks live before since_ns have no record. */
 void mt_attach_state(struct mt_attach_state *out);
+
+/* The one fact the lost rule needs: 0 when every live block has a record (preloaded, or never
+ * attached), else the CLOCK_MONOTONIC_COARSE time of the last attach. Blocks live before it may
+ * have no record (allocated before the attach, or while detached), and a record made before the
+ * last detach may stand for a block freed since (frees are not seen while detached). Any
+ * thread, lock-free. */
+uint64_t mt_attach_covered_since(void);
 
 #endif

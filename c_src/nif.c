@@ -364,10 +364,7 @@ static ERL_NIF_TERM incomplete(ErlNifEnv *env)
         return enif_make_tuple_from_array(env, pair, 2);
     }
     if (reset_ns) return atom_reset;
-    /* Attached: the blocks live before the attach have no record (attach.h). */
-    struct mt_attach_state a;
-    mt_attach_state(&a);
-    return a.attaches ? atom_attached : 0;
+    return mt_attach_covered_since() ? atom_attached : 0;
 }
 
 /* leaks(min_age_ns) -> {[{address, size, age_ns, stack_id, direct}], info} */
@@ -622,12 +619,27 @@ static ERL_NIF_TERM attach_result(ErlNifEnv *env, enum mt_attach_error e)
     return enif_make_tuple_from_array(env, pair, 2);
 }
 
+/* attach(["MTRACE_NAME=value", ...]): the options as variables (lib/mtrace/options.ex). */
 static ERL_NIF_TERM attach_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
+    enum { MAX_VARS = 16 };
+    static char text[4096];
+    const char *vars[MAX_VARS + 1] = {0};
+    ERL_NIF_TERM list = argv[0], head;
+    ErlNifBinary b;
+    size_t used = 0, n = 0;
     (void)argc;
-    (void)argv;
+    while (enif_get_list_cell(env, list, &head, &list)) {
+        if (n == MAX_VARS || !enif_inspect_binary(env, head, &b) || used + b.size + 1 > sizeof text)
+            return enif_make_badarg(env);
+        memcpy(text + used, b.data, b.size);
+        text[used + b.size] = '\0';
+        vars[n++] = text + used;
+        used += b.size + 1;
+    }
+    if (!enif_is_empty_list(env, list)) return enif_make_badarg(env);
     mt_guard_hold();
-    enum mt_attach_error e = mt_attach();
+    enum mt_attach_error e = mt_attach(vars);
     mt_guard_release();
     return attach_result(env, e);
 }
@@ -675,7 +687,7 @@ static ErlNifFunc funcs[] = {
     {"frames_nif", 2, frames, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"stats_nif", 0, stats, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"reset_nif", 0, reset, ERL_NIF_DIRTY_JOB_CPU_BOUND},
-    {"attach_nif", 0, attach_nif, ERL_NIF_DIRTY_JOB_CPU_BOUND},
+    {"attach_nif", 1, attach_nif, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"detach_nif", 0, detach_nif, ERL_NIF_DIRTY_JOB_CPU_BOUND},
 };
 

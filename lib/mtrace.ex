@@ -798,21 +798,7 @@ defmodule Mtrace do
         {:error,
          "the recording's options are fixed when mtrace first records in a node; " <>
            "call Mtrace.attach() without options"},
-      else: with_variables(variables, &Nif.attach_nif/0)
-  end
-
-  # The node's environment holds the variables while the library reads them, then again what
-  # it held.
-  defp with_variables(variables, fun) do
-    saved = for {name, _} <- variables, do: {name, System.get_env(name)}
-    System.put_env(variables)
-
-    try do
-      fun.()
-    after
-      for {name, value} <- saved,
-          do: if(value, do: System.put_env(name, value), else: System.delete_env(name))
-    end
+      else: Nif.attach_nif(variables)
   end
 
   @doc """

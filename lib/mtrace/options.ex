@@ -37,13 +37,13 @@ defmodule Mtrace.Options do
   }
 
   @doc """
-  The MTRACE_* variables that attach's validated options stand for, as {name, value} strings.
+  The MTRACE_* variables that attach's validated options stand for, as "NAME=value" strings.
   """
-  @spec variables(keyword()) :: [{String.t(), String.t()}]
+  @spec variables(keyword()) :: [String.t()]
   def variables(opts) do
     for {key, value} <- opts,
         value != nil,
-        do: {"MTRACE_" <> String.upcase(Atom.to_string(key)), to_string(value)}
+        do: "MTRACE_" <> String.upcase(Atom.to_string(key)) <> "=" <> to_string(value)
   end
 
   @max_u64 0xFFFF_FFFF_FFFF_FFFF
