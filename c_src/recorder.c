@@ -131,10 +131,10 @@ int mt_start(void)
     int expected = UNINIT;
     if (__atomic_compare_exchange_n(&state, &expected, STARTING, 0, __ATOMIC_ACQ_REL,
                                     __ATOMIC_ACQUIRE)) {
-        int e = errno;
+        int e = errno, guard = mt_thread.guard; /* an attach starts it with the guard held */
         mt_thread.guard = 1;
         init();
-        mt_thread.guard = 0;
+        mt_thread.guard = guard;
         errno = e;
     }
     while (__atomic_load_n(&state, __ATOMIC_ACQUIRE) == STARTING)

@@ -196,6 +196,21 @@ int main(int argc, char **argv)
     __atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
     for (int i = 0; i < THREADS; i++)
         pthread_join(t[i], NULL);
+    /* The thread that attached records its own calls afterwards (the attach held its guard). */
+    int (*report)(int) = (int (*)(int))dlsym(lib, "mtrace_lib_report_fd");
+    FILE *out = tmpfile();
+    check(attach() == 0, "attach once more");
+    void *volatile mine = malloc(12345);
+    check(report && out && report(fileno(out)) == 0, "a report is written while attached");
+    char text[1 << 16] = {0};
+    if (out) {
+        rewind(out);
+        text[fread(text, 1, sizeof text - 1, out)] = 0;
+    }
+    check(strstr(text, "12345 bytes in 1 block from main") != NULL,
+          "the attaching thread's own malloc is recorded");
+    free(mine);
+    detach();
     check(attached == ROUNDS, "every attach succeeds");
     check(covered == ROUNDS, "an address taken in code (GLOB_DAT) is the hook while attached");
     check(table_covered == ROUNDS, "an address in a RELRO table (R_X86_64_64) too");
