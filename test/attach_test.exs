@@ -72,6 +72,43 @@ defmodule Mtrace.AttachTest do
     assert r.detach_end == :ok
   end
 
+  # The storm of attach_storm in a node: 16 processes allocate and free through every hook (and
+  # C++ new) from the test NIF while another attaches and detaches 100 times on a dirty
+  # scheduler; then a block is recorded with its stack.
+  test "100 attaches and detaches while 16 processes allocate and free in a node" do
+    r =
+      node_result(
+        """
+        leaky = String.to_atom("Elixir.Mtrace.Test.Leaky")
+        kinds = apply(leaky, :kinds, [])
+        stop = :atomics.new(1, [])
+        churn = fn churn, i, j, bad ->
+          if :atomics.get(stop, 1) == 1 do
+            {j, bad}
+          else
+            kind = Enum.at(kinds, rem(i + j, length(kinds)))
+            p = apply(leaky, :alloc, [kind, 64 + rem(j * 7, 500)])
+            apply(leaky, :release, [kind, p])
+            churn.(churn, i, j + 1, if(p == 0, do: bad + 1, else: bad))
+          end
+        end
+        tasks = for i <- 1..16, do: Task.async(fn -> churn.(churn, i, 0, 0) end)
+        rounds = for _ <- 1..100, do: {Mtrace.attach(), Mtrace.detach()}
+        :atomics.put(stop, 1, 1)
+        {calls, bads} = tasks |> Task.await_many(120_000) |> Enum.unzip()
+        bad = Enum.sum(bads)
+        :ok = Mtrace.attach()
+        p = apply(leaky, :alloc, [:calloc, 4567])
+        found = Mtrace.Test.Helpers.records_at([p])[p]
+        {Enum.frequencies(rounds), Enum.min(calls) > 100, bad, found && elem(found, 1),
+         found && Enum.map(elem(found, 4), &(&1 && elem(&1, 1))) |> Enum.take(2)}
+        """,
+        []
+      )
+
+    assert {%{{:ok, :ok} => 100}, true, 0, 4567, ["calloc", "leak_calloc"]} = r
+  end
+
   test "options are validated once and apply at the first attach" do
     r =
       node_result(
