@@ -3,12 +3,17 @@
  * Tracked resources go through the recorder like allocations, under their own call kinds, with
  * MT_TRACK_BIT set in the key (account.h): they get a stack, a record, a site tally and CSV rows,
  * and never meet a heap block's record. Frame 0 of their stacks is mtrace_lib_track.
+ *
+ * mtrace_lib_attach and mtrace_lib_detach are for a library dlopen'ed into a running process (by
+ * a debugger, or a program of the tests) rather than for mtrace.h: they return 0 or an
+ * enum mt_attach_error (attach.h).
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdint.h>
 
 #include "account.h"
+#include "attach.h"
 #include "recorder.h"
 #include "service.h"
 
@@ -20,6 +25,8 @@ EXPORT int mtrace_lib_report_fd(int fd);
 EXPORT int mtrace_lib_snapshot(void);
 EXPORT void mtrace_lib_track(const void *id, size_t size);
 EXPORT void mtrace_lib_untrack(const void *id);
+EXPORT int mtrace_lib_attach(void);
+EXPORT int mtrace_lib_detach(void);
 
 int mtrace_lib_active(void)
 {
@@ -54,4 +61,20 @@ void mtrace_lib_track(const void *id, size_t size)
 void mtrace_lib_untrack(const void *id)
 {
     if (mt_active() && mt_enter(MT_UNTRACK)) mt_forget((void *)((uintptr_t)id | MT_TRACK_BIT));
+}
+
+int mtrace_lib_attach(void)
+{
+    mt_guard_hold();
+    int e = (int)mt_attach(NULL);
+    mt_guard_release();
+    return e;
+}
+
+int mtrace_lib_detach(void)
+{
+    mt_guard_hold();
+    int e = (int)mt_detach();
+    mt_guard_release();
+    return e;
 }

@@ -236,12 +236,27 @@ static size_t cpu_lanes(void)
     return n < 1 ? 1 : n > MT_TABLE_LANES_MAX ? MT_TABLE_LANES_MAX : (size_t)n;
 }
 
+static const char *const *overrides;
+
+void mt_config_override(const char *const *vars)
+{
+    overrides = vars;
+}
+
+static const char *lookup(const char *name)
+{
+    size_t len = strlen(name);
+    for (const char *const *v = overrides; v && *v; v++)
+        if (strncmp(*v, name, len) == 0 && (*v)[len] == '=') return *v + len + 1;
+    return getenv(name);
+}
+
 void mt_config_load(void)
 {
     mt_config.lanes = cpu_lanes();
     for (size_t i = 0; i < COUNT(mt_options); i++) {
         const struct mt_option *o = &mt_options[i];
-        const char *s = getenv(o->name);
+        const char *s = lookup(o->name);
         if (!s || (o->secure && refused(o->name, s))) continue;
         switch (o->kind) {
         case MT_OPTION_NUMBER:

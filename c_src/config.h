@@ -52,6 +52,11 @@ extern struct mt_config mt_config;
 
 void mt_config_load(void);
 
+/* Values that mt_config_load() takes before the environment's: a NULL-terminated list of
+ * "NAME=value" strings (Mtrace.attach/1's options), or NULL. The strings must outlive the load;
+ * call before it, from one thread. */
+void mt_config_override(const char *const *vars);
+
 /* One variable: its name, how its value is read into mt_config, and what it means. */
 enum mt_option_kind { MT_OPTION_NUMBER, MT_OPTION_CHOICE, MT_OPTION_TEXT, MT_OPTION_SIGNAL };
 

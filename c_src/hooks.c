@@ -41,6 +41,9 @@ static void *(*real_reallocarray)(void *, size_t, size_t);
     static __typeof__(hook) own_##hook __attribute__((alias(#hook), copy(hook)));
 MT_FOR_EACH_HOOK(OWN)
 
+#define FUNCTION(hook, kind) [kind] = (void *)own_##hook,
+void *const mt_hook_functions[] = {MT_FOR_EACH_HOOK(FUNCTION)};
+
 static void *original(const char *name)
 {
     int e = errno;
@@ -243,11 +246,16 @@ static int find_malloc(struct dl_phdr_info *info, size_t size, void *arg)
     return 1;
 }
 
-int mt_interposing(void)
+uintptr_t mt_malloc_definition(void)
 {
     uintptr_t first = 0;
     dl_iterate_phdr(find_malloc, &first);
-    return first == (uintptr_t)own_malloc;
+    return first;
+}
+
+int mt_interposing(void)
+{
+    return mt_malloc_definition() == (uintptr_t)own_malloc;
 }
 
 /* Starts the recorder at load time only in the copy of mtrace.so that is the process's malloc: a

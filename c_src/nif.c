@@ -19,7 +19,9 @@
 #include <unistd.h>
 
 #include "account.h"
+#include "attach.h"
 #include "config.h"
+#include "hooks.h"
 #include "reach.h"
 #include "recorder.h"
 #include "snapshot.h"
@@ -47,7 +49,7 @@
 #pragma weak enif_raise_exception
 
 static ERL_NIF_TERM atom_true, atom_false, atom_nil, atom_not_preloaded, atom_error, atom_sampling,
-    atom_dropped, atom_reset, atom_enomem, atom_maybe, atom_erlang;
+    atom_dropped, atom_reset, atom_enomem, atom_maybe, atom_erlang, atom_attached, atom_ok;
 
 /* When reset/0 last emptied the table (CLOCK_MONOTONIC_COARSE), 0 if never: the blocks live
  * then have no record, so nothing can be called lost. */
@@ -434,6 +436,8 @@ static ERL_NIF_TERM incomplete(ErlNifEnv *env, const struct mt_reach *r)
     }
     case MT_LOST_RESET:
         return atom_reset;
+    case MT_LOST_ATTACHED:
+        return atom_attached;
     case MT_LOST_NOT_RECORDING:
         return atom_not_preloaded;
     case MT_LOST_KNOWN:
@@ -672,7 +676,7 @@ static ERL_NIF_TERM frames(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     return result;
 }
 
-#define STAT_KEYS (MT_KINDS + 28)
+#define STAT_KEYS (MT_KINDS + 35)
 
 /* The live heap the records stand for: their sizes, or with sampling their weights. */
 struct live {
@@ -753,6 +757,18 @@ static ERL_NIF_TERM stats(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     PUT_U("stale_replaced", s.stale_replaced);
     PUT_U("missed_frees", s.missed_frees);
     PUT_U("resets", __atomic_load_n(&resets, __ATOMIC_RELAXED));
+    struct mt_attach_state a;
+    mt_attach_state(&a);
+    PUT("attach", enif_make_atom(env, a.attached         ? "attached"
+                                      : a.attaches       ? "detached"
+                                      : mt_interposing() ? "preloaded"
+                                                         : "none"));
+    PUT("attached_at", a.attaches ? enif_make_uint64(env, a.realtime_s) : atom_nil);
+    PUT_U("attaches", a.attaches);
+    PUT_U("attach_words", a.words);
+    PUT_U("attach_objects", a.objects);
+    PUT_U("attach_skipped", a.skipped);
+    PUT_U("attach_pause_us", a.pause_ns / 1000);
 #undef PUT_U
 #undef PUT
     mt_guard_release();
@@ -772,6 +788,48 @@ static ERL_NIF_TERM reset(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     return enif_make_uint64(env, mt_table_clear());
 }
 
+static ERL_NIF_TERM attach_result(ErlNifEnv *env, enum mt_attach_error e)
+{
+    if (e == MT_ATTACH_OK) return atom_ok;
+    ERL_NIF_TERM pair[2] = {atom_error, make_string(env, mt_attach_reason(e))};
+    return enif_make_tuple_from_array(env, pair, 2);
+}
+
+/* attach(["MTRACE_NAME=value", ...]): the options as variables (lib/mtrace/options.ex). */
+static ERL_NIF_TERM attach_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    enum { MAX_VARS = 16 };
+    static char text[4096];
+    const char *vars[MAX_VARS + 1] = {0};
+    ERL_NIF_TERM list = argv[0], head;
+    ErlNifBinary b;
+    size_t used = 0, n = 0;
+    (void)argc;
+    while (enif_get_list_cell(env, list, &head, &list)) {
+        if (n == MAX_VARS || !enif_inspect_binary(env, head, &b) || used + b.size + 1 > sizeof text)
+            return enif_make_badarg(env);
+        memcpy(text + used, b.data, b.size);
+        text[used + b.size] = '\0';
+        vars[n++] = text + used;
+        used += b.size + 1;
+    }
+    if (!enif_is_empty_list(env, list)) return enif_make_badarg(env);
+    mt_guard_hold();
+    enum mt_attach_error e = mt_attach(vars);
+    mt_guard_release();
+    return attach_result(env, e);
+}
+
+static ERL_NIF_TERM detach_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    (void)argv;
+    mt_guard_hold();
+    enum mt_attach_error e = mt_detach();
+    mt_guard_release();
+    return attach_result(env, e);
+}
+
 static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
 {
     (void)priv;
@@ -787,6 +845,8 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
     atom_enomem = enif_make_atom(env, "enomem");
     atom_maybe = enif_make_atom(env, "maybe");
     atom_erlang = enif_make_atom(env, "erlang");
+    atom_attached = enif_make_atom(env, "attached");
+    atom_ok = enif_make_atom(env, "ok");
     return 0;
 }
 
@@ -804,6 +864,8 @@ static ErlNifFunc funcs[] = {
     {"stats_nif", 0, stats, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"reset_nif", 0, reset, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"heap_nif", 0, heap_census, ERL_NIF_DIRTY_JOB_CPU_BOUND},
+    {"attach_nif", 1, attach_nif, ERL_NIF_DIRTY_JOB_CPU_BOUND},
+    {"detach_nif", 0, detach_nif, ERL_NIF_DIRTY_JOB_CPU_BOUND},
 };
 
 ERL_NIF_INIT(Elixir.Mtrace.Nif, funcs, load, NULL, upgrade, NULL)

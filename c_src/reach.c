@@ -373,7 +373,8 @@ enum mt_lost_rule mt_reach_rule(const struct mt_reach *r, int after_reset)
     struct mt_stats st;
     mt_stats_read(&st);
     if (st.dropped) return MT_LOST_DROPPED;
-    return after_reset ? MT_LOST_RESET : MT_LOST_KNOWN;
+    if (after_reset) return MT_LOST_RESET;
+    return mt_records_partial_since() ? MT_LOST_ATTACHED : MT_LOST_KNOWN;
 }
 
 /* Stops the world with glibc's arena locks free and its structures whole: a thread stopped

@@ -42,7 +42,7 @@
  *   not seen.
  * - mt_reach_rule() is the one rule for calling unreachable blocks lost, for leaks/1 and the
  *   exit report alike: only when every live block was known to the scan, by the walk or by
- *   complete records (no sampling, no drop, no reset).
+ *   complete records (no sampling, no drop, no reset, no attach to a running process).
  */
 #ifndef MTRACE_REACH_H
 #define MTRACE_REACH_H
@@ -84,6 +84,7 @@ enum mt_lost_rule {
     MT_LOST_SAMPLING, /* MTRACE_SAMPLE left most blocks unrecorded, and the heap was not walked */
     MT_LOST_DROPPED,  /* the table dropped records, and the heap was not walked */
     MT_LOST_RESET,    /* a reset forgot records, and the heap was not walked */
+    MT_LOST_ATTACHED, /* recording began at an attach, and the heap was not walked */
     MT_LOST_NOT_RECORDING, /* this copy records nothing (no preload), and the heap was not walked */
 };
 

@@ -131,10 +131,10 @@ int mt_start(void)
     int expected = UNINIT;
     if (__atomic_compare_exchange_n(&state, &expected, STARTING, 0, __ATOMIC_ACQ_REL,
                                     __ATOMIC_ACQUIRE)) {
-        int e = errno;
+        int e = errno, guard = mt_thread.guard; /* an attach starts it with the guard held */
         mt_thread.guard = 1;
         init();
-        mt_thread.guard = 0;
+        mt_thread.guard = guard;
         errno = e;
     }
     while (__atomic_load_n(&state, __ATOMIC_ACQUIRE) == STARTING)
@@ -323,7 +323,17 @@ static void add_counts(struct mt_stats *sum, const struct mt_stats *s)
         to[i] += __atomic_load_n(&c[i], __ATOMIC_RELAXED);
 }
 
-static uint64_t missed_frees;
+static uint64_t missed_frees, partial_since;
+
+void mt_records_partial(uint64_t since_ns)
+{
+    __atomic_store_n(&partial_since, since_ns, __ATOMIC_RELAXED);
+}
+
+uint64_t mt_records_partial_since(void)
+{
+    return __atomic_load_n(&partial_since, __ATOMIC_RELAXED);
+}
 
 void mt_forget_missed(const struct mt_record *rec)
 {

@@ -47,6 +47,14 @@ enum mt_kind {
 
 extern const char *const mt_kind_names[MT_KINDS];
 
+/* Since when the records may miss live blocks because recording began over a running process:
+ * 0 when it began with the process (preloaded) or never did, else the CLOCK_MONOTONIC_COARSE time
+ * of the last attach (attach.h sets it). Blocks live before it may have no record (allocated
+ * before the attach, or while detached), and a record made before the last detach may stand for
+ * a block freed since. Any thread, lock-free. */
+void mt_records_partial(uint64_t since_ns);
+uint64_t mt_records_partial_since(void);
+
 /* Initialises the recorder now rather than at the first hook call (so that configuration errors
  * show even in a program that never allocates). Returns nonzero when recording. */
 int mt_start(void);

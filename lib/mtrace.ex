@@ -749,6 +749,17 @@ defmodule Mtrace do
       free made while a thread was inside mtrace's own code).
     * `:resets` - how many times `reset/0` has run: a mark taken before one cannot be trusted
       by `diff/2`, and `leaks/1` refuses after one.
+    * `:attach` - how mtrace records in this node: `:preloaded` (`LD_PRELOAD`), `:attached`
+      (`attach/1`, not detached since), `:detached` (attached once, detached since: the records
+      stay, frees are no longer seen) or `:none`.
+    * `:attached_at`, `:attaches` - when the last `attach/1` ran (Unix seconds, `nil` if never)
+      and how many times it has succeeded.
+    * `:attach_words`, `:attach_objects`, `:attach_skipped` - while attached, the words
+      rewritten to mtrace's functions (GOT and PLT slots, and data words relocated to the malloc
+      family) and the loaded objects that have them; and the words that named a hooked function
+      but were left alone at the last attach (another function than glibc's in them, or not in
+      a writable or RELRO page): calls through them are not seen.
+    * `:attach_pause_us` - how long the last attach spent rewriting words, in microseconds.
     * `:erlang_frames` - whether stacks go on through the Erlang functions that called a NIF:
       `:on` (`MTRACE_UNWIND=erlang` in a node started with `+JPperf map`); `:no_perf_map` (the
       mode is on, but the node was started without `+JPperf map`: the JIT keeps no frame
@@ -815,4 +826,67 @@ defmodule Mtrace do
   """
   @spec reset() :: non_neg_integer()
   def reset, do: Nif.reset_nif() |> preloaded!()
+
+  @doc """
+  Starts recording in this running node, which was started without the preload: no restart.
+
+  mtrace redirects the malloc family of every object loaded in the process (the VM, its NIFs and
+  drivers, libc's own calls) to its hooks, by rewriting the words that hold those functions'
+  addresses (see `docs/guarantees.md`), and does the same for objects loaded later with
+  `dlopen` (a NIF loaded after the attach is covered). From then on the readers (`top/2`,
+  `olds/2`, `stats/0`, `mark/1`, `diff/2`) work as in a preloaded node. The blocks allocated
+  before the attach have no record: `leaks/1` refuses (`Mtrace.IncompleteError`, reason
+  `:attached`), and their frees count as `:untracked_frees`. An address of `malloc` that the
+  program copied into its own memory before the attach is not seen through.
+
+  Returns `:ok`, or `{:error, reason}` with a sentence saying why and what to do: mtrace is
+  preloaded (it records already), already attached, another allocator than glibc's is `malloc`,
+  or options were given to a second attach.
+
+  ## Options
+
+  The recording's `MTRACE_*` variables (see `bin/mtrace --help`), which are otherwise read
+  from the node's environment at the first attach; they cannot change after it:
+
+    * `:slots`, `:slots_max`, `:lanes` - `MTRACE_SLOTS`, `MTRACE_SLOTS_MAX`, `MTRACE_LANES`.
+    * `:depth`, `:stacks` - `MTRACE_DEPTH`, `MTRACE_STACKS`.
+    * `:unwind` - `:libunwind`, `:fp` or `:erlang` (`MTRACE_UNWIND`).
+    * `:sample` - `MTRACE_SAMPLE`, bytes between two recorded allocations.
+
+  Reports (`MTRACE_REPORT`, `MTRACE_CSV`, ...) are for preloaded programs only.
+
+  ## Examples
+
+      Mtrace.attach(depth: 30)
+      #=> :ok
+      Mtrace.attach()
+      #=> {:error, "mtrace is already attached; Mtrace.detach() first"}
+  """
+  @spec attach(keyword()) :: :ok | {:error, String.t()}
+  def attach(opts \\ []) do
+    variables = Options.validate!(:attach, "Mtrace.attach/1", opts) |> Options.variables()
+
+    if variables != [] and Nif.stats_nif().attach in [:attached, :detached],
+      do:
+        {:error,
+         "the recording's options are fixed when mtrace first records in a node; " <>
+           "call Mtrace.attach() without options"},
+      else: Nif.attach_nif(variables)
+  end
+
+  @doc """
+  Stops recording in a node that `attach/1` attached to: every rewritten word gets its old value
+  back. The records stay readable until `reset/0`; frees are no longer seen, so they may stand
+  for blocks freed since.
+
+  Returns `:ok`, or `{:error, reason}` (not attached, or preloaded: a preloaded node cannot
+  stop recording).
+
+  ## Examples
+
+      Mtrace.detach()
+      #=> :ok
+  """
+  @spec detach() :: :ok | {:error, String.t()}
+  def detach, do: Nif.detach_nif()
 end

@@ -57,6 +57,23 @@ defmodule Mtrace.CTest do
     end
   end
 
+  # attach_storm (test/c/attach_storm.c): 100 attaches and detaches while 16 threads allocate
+  # and free through every hook, without the BEAM. Checked against an attach that skipped RELRO
+  # words, a detach that wrote nothing back, and a recorder start that cleared the attaching
+  # thread's guard: each failed its check.
+  test "attach_storm: attach and detach under 16 allocating threads" do
+    {out, status} =
+      System.cmd(
+        "timeout",
+        ["300", Path.join(@dir, "attach_storm"), Mtrace.Test.Helpers.mtrace_so()],
+        env: Map.to_list(Map.new(["LD_PRELOAD" | Mtrace.Test.Helpers.variables()], &{&1, nil})),
+        stderr_to_stdout: true
+      )
+
+    assert status == 0, out
+    assert out =~ ~r/^11 passed, 0 failed$/m, out
+  end
+
   # Warnings, portability and performance; ElfW comes from <link.h>, which cppcheck does not
   # read. Newer cppchecks (2.17) also say where they limited their analysis of branches: a note,
   # not a finding. Not under the test node's preload: traced, cppcheck took over a minute on a busy

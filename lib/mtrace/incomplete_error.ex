@@ -7,8 +7,10 @@ defmodule Mtrace.IncompleteError do
 
   `:reason` is `:sampling` (the node runs with `MTRACE_SAMPLE`: most blocks are not recorded),
   `{:dropped, n}` (`n` allocations found no room in the table, which had reached
-  `MTRACE_SLOTS_MAX`), or `:reset` (`Mtrace.reset/0` forgot the records of the blocks live then);
-  `:heap_refused` says why the walk was refused (`nil` when it was not tried).
+  `MTRACE_SLOTS_MAX`), `:reset` (`Mtrace.reset/0` forgot the records of the blocks live then), or
+  `:attached` (mtrace was attached to the running node by `Mtrace.attach/1`: the blocks live
+  before have no record); `:heap_refused` says why the walk was refused (`nil` when it was not
+  tried).
   """
   defexception [:reason, :heap_refused]
 
@@ -29,6 +31,12 @@ defmodule Mtrace.IncompleteError do
     do:
       "Mtrace.leaks/1 needs every live block recorded, and Mtrace.reset/0 forgot the records " <>
         "of the blocks live when it ran: restart the node to look for leaks"
+
+  defp needs(:attached),
+    do:
+      "Mtrace.leaks/1 needs every live block recorded, and mtrace was attached to this node " <>
+        "while it ran (Mtrace.attach/1): the blocks allocated before have no record. " <>
+        "Mtrace.top/2 and Mtrace.olds/2 show what was allocated since"
 
   defp walk(nil), do: ""
 

@@ -39,4 +39,10 @@ defmodule Mtrace.Nif do
 
   @spec reset_nif() :: non_neg_integer() | :not_preloaded
   def reset_nif, do: :erlang.nif_error(:not_loaded)
+
+  @spec attach_nif([String.t()]) :: :ok | {:error, String.t()}
+  def attach_nif(_variables), do: :erlang.nif_error(:not_loaded)
+
+  @spec detach_nif() :: :ok | {:error, String.t()}
+  def detach_nif, do: :erlang.nif_error(:not_loaded)
 end

@@ -30,8 +30,21 @@ defmodule Mtrace.Options do
     watch:
       [interval: 10_000, n: 5, count: nil, group: :stack] ++ Keyword.take(@filters, @by_stack),
     # The writers' own defaults (Mtrace.Format.*) hold for an option left nil.
-    render: [threshold: nil, title: nil]
+    render: [threshold: nil, title: nil],
+    # The recording's MTRACE_* variables (lowercase, without the prefix); nil: the variable's own
+    # value, or the library's default.
+    attach: Enum.map(~w(slots slots_max lanes depth stacks unwind sample)a, &{&1, nil})
   }
+
+  @doc """
+  The MTRACE_* variables that attach's validated options stand for, as "NAME=value" strings.
+  """
+  @spec variables(keyword()) :: [String.t()]
+  def variables(opts) do
+    for {key, value} <- opts,
+        value != nil,
+        do: "MTRACE_" <> String.upcase(Atom.to_string(key)) <> "=" <> to_string(value)
+  end
 
   @max_u64 0xFFFF_FFFF_FFFF_FFFF
 
@@ -182,23 +195,63 @@ defmodule Mtrace.Options do
 
   defp check!(_name, :since, nil), do: nil
 
+  defp check!(_name, key, value)
+       when key in [:slots, :slots_max, :lanes, :depth, :stacks, :sample] and
+              (is_nil(value) or (is_integer(value) and value >= 0 and value <= @max_u64)),
+       do: value
+
+  defp check!(_name, :unwind, value) when value in [nil, :libunwind, :fp, :erlang], do: value
+
   defp check!(name, key, value) do
     expected =
       case key do
-        k when k in [:min_age, :max_age] -> "a number of seconds, 0 or more"
-        :min_size -> "a number of bytes, 0 or more"
-        :library -> "a string or nil"
-        :erlang -> ~s(a string, "Mod", "Mod:fun" or "Mod:fun/arity", or nil)
-        :function -> "a string, a Regex or nil"
-        :group -> ":stack, :function, :erlang or {:depth, k} with k > 0"
-        :since -> "a mark (Mtrace.mark/0)"
-        :nodes -> "a list of node names"
-        k when k in [:timeout, :interval] -> "a number of milliseconds, more than 0"
-        :n -> "a whole number, more than 0"
-        :count -> "nil or a whole number, more than 0"
-        :threshold -> "a percentage, 0 to 100"
-        :title -> "a string"
-        _ -> "true or false"
+        k when k in [:min_age, :max_age] ->
+          "a number of seconds, 0 or more"
+
+        :min_size ->
+          "a number of bytes, 0 or more"
+
+        :library ->
+          "a string or nil"
+
+        :erlang ->
+          ~s(a string, "Mod", "Mod:fun" or "Mod:fun/arity", or nil)
+
+        :function ->
+          "a string, a Regex or nil"
+
+        :group ->
+          ":stack, :function, :erlang or {:depth, k} with k > 0"
+
+        :since ->
+          "a mark (Mtrace.mark/0)"
+
+        :nodes ->
+          "a list of node names"
+
+        k when k in [:timeout, :interval] ->
+          "a number of milliseconds, more than 0"
+
+        :n ->
+          "a whole number, more than 0"
+
+        :count ->
+          "nil or a whole number, more than 0"
+
+        :threshold ->
+          "a percentage, 0 to 100"
+
+        :title ->
+          "a string"
+
+        :unwind ->
+          ":libunwind, :fp, :erlang or nil"
+
+        k when k in [:slots, :slots_max, :lanes, :depth, :stacks, :sample] ->
+          "a whole number or nil"
+
+        _ ->
+          "true or false"
       end
 
     raise ArgumentError, "#{name}: #{key} must be #{expected}, got: #{inspect(value)}"

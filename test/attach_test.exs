@@ -1,0 +1,145 @@
+defmodule Mtrace.AttachTest do
+  # Mtrace.attach/1 and detach/0 in nodes started without the preload: the test NIF
+  # (test/support/c_src/leaky.c) is loaded after the attach, so its blocks are seen only if the
+  # objects loaded later are covered. attach_storm (c_test) is the same under load, without the
+  # BEAM.
+  use ExUnit.Case, async: true
+  import Mtrace.Test.Helpers
+
+  @moduletag timeout: 180_000
+
+  # Leaky is named at run time only: a remote call in the code makes the compiler load the module
+  # (and its NIF) while it expands the code, before anything runs.
+  @scenario """
+  alias Mtrace.Test.Helpers
+  leaky = String.to_atom("Elixir.Mtrace.Test.Leaky")
+  alloc = fn kind, size -> apply(leaky, :alloc, [kind, size]) end
+  loaded_before = File.read!("/proc/self/maps") =~ "leaky.so"
+  frames = fn records, address ->
+    case records[address] do
+      {_age, size, _address, _ns, stack} -> {size, Enum.map(stack, &(&1 && elem(&1, 1)))}
+      nil -> nil
+    end
+  end
+  before = Mtrace.stats().attach
+  refused = try do Mtrace.top(1); :ran rescue e in Mtrace.NotPreloadedError -> Exception.message(e) end
+  first = Mtrace.attach()
+  again = Mtrace.attach()
+  a = alloc.(:malloc, 1234)
+  b = alloc.(:cxx_new, 777)
+  records = Helpers.records_at([a, b])
+  top = Mtrace.top(1000, demangle: false) |> Enum.flat_map(& &1.stack) |> Enum.map(& &1.function)
+  stats = Mtrace.stats()
+  # a and b are held as integers only: lost, with their stacks since the attach
+  leaks = for s <- Mtrace.leaks(min_age: 0, library: "leaky.so"), do: {s.bytes, Enum.map(s.stack, & &1.function)}
+  detached = Mtrace.detach()
+  c = alloc.(:malloc, 999)
+  after_detach = Helpers.records_at([c])
+  work = Enum.sum(Task.async_stream(1..50, &(&1 * 2)) |> Enum.map(fn {:ok, v} -> v end))
+  reattached = Mtrace.attach()
+  d = alloc.(:malloc, 4321)
+  last = Helpers.records_at([d])
+  for {kind, p} <- [malloc: a, cxx_new: b, malloc: c, malloc: d], do: apply(leaky, :release, [kind, p])
+  %{loaded_before: loaded_before, before: before, refused: refused, first: first, again: again,
+    a: frames.(records, a), b: frames.(records, b), top: top, stats: Map.take(stats, [:attach,
+    :attach_words, :attach_objects, :attached_at, :attaches, :preloaded]), leaks: leaks,
+    detached: detached, after_detach: after_detach, work: work, reattached: reattached,
+    d: frames.(last, d), detach_end: Mtrace.detach()}
+  """
+
+  test "a node started without the preload attaches, records a NIF loaded after, detaches and attaches again" do
+    r = node_result(@scenario, [])
+    refute r.loaded_before
+    assert r.before == :none
+    assert r.refused =~ "Mtrace.attach()"
+    assert r.first == :ok
+    assert {:error, "mtrace is already attached" <> _} = r.again
+
+    assert {1234, ["malloc", "leak_malloc" | _]} = r.a
+    assert {777, ["malloc", "operator new" <> _ | rest]} = r.b
+    assert "leaky::cxx_new(unsigned long)" in rest or "leaky_cxx_new" in rest
+    assert "leak_malloc" in r.top
+
+    assert %{attach: :attached, attaches: 1, preloaded: true} = r.stats
+    assert r.stats.attach_words > 0 and r.stats.attach_objects > 1
+    assert is_integer(r.stats.attached_at)
+    # leaks/1 answers once attached (the walk of glibc's heap knows the blocks from before): it
+    # names the NIF's lost blocks with their stacks (the mark may miss one, never name a kept one)
+    assert r.leaks != []
+
+    assert Enum.all?(r.leaks, fn
+             {1234, ["malloc", "leak_malloc" | _]} -> true
+             {777, ["malloc", "operator new" <> _ | _]} -> true
+             _ -> false
+           end),
+           inspect(r.leaks)
+
+    assert r.detached == :ok
+    assert r.after_detach == %{}
+    assert r.work == 2550
+    assert r.reattached == :ok
+    assert {4321, ["malloc", "leak_malloc" | _]} = r.d
+    assert r.detach_end == :ok
+  end
+
+  # The storm of attach_storm in a node: 16 processes allocate and free through every hook (and
+  # C++ new) from the test NIF while another attaches and detaches 100 times on a dirty
+  # scheduler; then a block is recorded with its stack.
+  test "100 attaches and detaches while 16 processes allocate and free in a node" do
+    r =
+      node_result(
+        """
+        leaky = String.to_atom("Elixir.Mtrace.Test.Leaky")
+        kinds = apply(leaky, :kinds, [])
+        stop = :atomics.new(1, [])
+        churn = fn churn, i, j, bad ->
+          if :atomics.get(stop, 1) == 1 do
+            {j, bad}
+          else
+            kind = Enum.at(kinds, rem(i + j, length(kinds)))
+            p = apply(leaky, :alloc, [kind, 64 + rem(j * 7, 500)])
+            apply(leaky, :release, [kind, p])
+            churn.(churn, i, j + 1, if(p == 0, do: bad + 1, else: bad))
+          end
+        end
+        tasks = for i <- 1..16, do: Task.async(fn -> churn.(churn, i, 0, 0) end)
+        rounds = for _ <- 1..100, do: {Mtrace.attach(), Mtrace.detach()}
+        :atomics.put(stop, 1, 1)
+        {calls, bads} = tasks |> Task.await_many(120_000) |> Enum.unzip()
+        bad = Enum.sum(bads)
+        :ok = Mtrace.attach()
+        p = apply(leaky, :alloc, [:calloc, 4567])
+        found = Mtrace.Test.Helpers.records_at([p])[p]
+        {Enum.frequencies(rounds), Enum.min(calls) > 100, bad, found && elem(found, 1),
+         found && Enum.map(elem(found, 4), &(&1 && elem(&1, 1))) |> Enum.take(2)}
+        """,
+        []
+      )
+
+    assert {%{{:ok, :ok} => 100}, true, 0, 4567, ["calloc", "leak_calloc"]} = r
+  end
+
+  test "options are validated once and apply at the first attach" do
+    r =
+      node_result(
+        """
+        bad = try do Mtrace.attach(depth: -1) rescue e in ArgumentError -> e.message end
+        :ok = Mtrace.attach(depth: 4, unwind: :fp)
+        %{bad: bad, depth: Mtrace.stats().depth, unwind: Mtrace.stats().unwind,
+          env: System.get_env("MTRACE_DEPTH"), second: (Mtrace.detach(); Mtrace.attach(depth: 9))}
+        """,
+        []
+      )
+
+    assert r.bad =~ "Mtrace.attach/1: depth must be a whole number"
+    assert r.depth == 4 and r.unwind == :fp
+    assert r.env == nil
+    assert {:error, "the recording's options are fixed" <> _} = r.second
+  end
+
+  test "a preloaded node refuses to attach or detach, saying so" do
+    assert {:error, "mtrace is preloaded" <> _} = Mtrace.attach()
+    assert {:error, "mtrace is preloaded" <> _} = Mtrace.detach()
+    assert Mtrace.stats().attach == :preloaded
+  end
+end
