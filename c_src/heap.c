@@ -13,6 +13,7 @@
 #include "mem.h"
 #include "platform.h"
 #include "sort.h"
+#include "writer.h"
 
 extern void *__libc_malloc(size_t);
 
@@ -401,6 +402,33 @@ static void find_mmapped(struct walk *w)
     }
 }
 
+/* The refusal of mmapped chunks that do not add up, with the figures: a static buffer, since
+ * walks run one at a time (under the world's stop) and the message outlives the walk. */
+static const char *mmapped_mismatch(const struct mt_heap *h, size_t n, uint64_t bytes)
+{
+    static char text[200];
+    const char *parts[] = {"mmapped chunks do not add up to glibc's count of them (found ",
+                           NULL,
+                           " chunks of ",
+                           NULL,
+                           " bytes, glibc counts ",
+                           NULL,
+                           " of ",
+                           NULL,
+                           ")"};
+    uint64_t values[] = {h->mmapped, h->mmapped_bytes, n, bytes};
+    char *o = text;
+    for (size_t i = 0, v = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        char digits[24];
+        const char *p = parts[i] ? parts[i] : mt_utoa(values[v++], digits + sizeof digits);
+        size_t len = strlen(p);
+        memcpy(o, p, len);
+        o += len;
+    }
+    *o = '\0';
+    return text;
+}
+
 int mt_heap_walk(struct mt_heap *h, const struct mt_maps *maps)
 {
     *h = (struct mt_heap){.version = h->version}; /* a walk tried again starts afresh */
@@ -480,7 +508,7 @@ int mt_heap_walk(struct mt_heap *h, const struct mt_maps *maps)
     const int *ints = (const int *)w->par;
     if (h->mmapped != (size_t)ints[MT_PAR_N_MMAPS / 4] ||
         h->mmapped_bytes != w->par[MT_PAR_MMAPPED_MEM / 8]) {
-        why = "mmapped chunks do not add up to glibc's count of them";
+        why = mmapped_mismatch(h, (size_t)ints[MT_PAR_N_MMAPS / 4], w->par[MT_PAR_MMAPPED_MEM / 8]);
         goto refused;
     }
     if (w->nused == w->cap || w->nfr == w->cap || w->nfreed == w->cap) {

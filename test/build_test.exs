@@ -4,8 +4,8 @@ defmodule Mtrace.BuildTest do
   use ExUnit.Case, async: true
 
   @moduletag timeout: 300_000
-  @exports ~w(_Exit _exit aligned_alloc calloc dlclose free malloc memalign mtrace_lib_active mtrace_lib_report
-              mtrace_lib_report_fd mtrace_lib_snapshot mtrace_lib_track mtrace_lib_untrack nif_init
+  @exports ~w(_Exit _exit aligned_alloc calloc dlclose free malloc memalign mtrace_lib_active
+              mtrace_lib_attach mtrace_lib_detach mtrace_lib_report mtrace_lib_report_fd mtrace_lib_snapshot mtrace_lib_track mtrace_lib_untrack nif_init
               posix_memalign pvalloc realloc reallocarray strdup strndup valloc)
 
   for make <- ["make", "bmake"] do

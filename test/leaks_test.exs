@@ -243,21 +243,29 @@ defmodule Mtrace.LeaksTest do
   end
 
   test "lost blocks without a record say what they hold: a C++ object its class, text its first bytes" do
-    {widget, text, sites} =
-      node_result(
-        """
-        alias Mtrace.Test.Leaky
-        widget = Bitwise.bxor(Leaky.alloc(:cxx_widget, 1), 1)
-        text = Bitwise.bxor(Leaky.alloc(:strdup, 30), 1)
-        Process.sleep(1100)
-        {widget, text, Enum.map(Mtrace.leaks(blocks: true), &{&1.address, &1.contents})}
-        """,
-        []
-      )
+    # One node of at most four must name both (a stale word may keep a lost block: exact/2).
+    named =
+      Enum.find_value(1..4, fn _ ->
+        {widget, text, sites} =
+          node_result(
+            """
+            alias Mtrace.Test.Leaky
+            widget = Bitwise.bxor(Leaky.alloc(:cxx_widget, 1), 1)
+            text = Bitwise.bxor(Leaky.alloc(:strdup, 30), 1)
+            Process.sleep(1100)
+            {widget, text, Enum.map(Mtrace.leaks(blocks: true), &{&1.address, &1.contents})}
+            """,
+            []
+          )
 
-    found = Map.new(sites)
-    assert found[Bitwise.bxor(widget, 1)] =~ ~r/^\d+-byte leaky::Widget objects \(C\+\+/
-    assert found[Bitwise.bxor(text, 1)] =~ ~r/^\d+-byte strings without a record, such as "/
+        found = Map.new(sites)
+
+        (found[Bitwise.bxor(widget, 1)] || "") =~ ~r/^\d+-byte leaky::Widget objects \(C\+\+/ and
+          (found[Bitwise.bxor(text, 1)] || "") =~
+            ~r/^\d+-byte strings without a record, such as "/
+      end)
+
+    assert named, "no node of four named both the lost widget and the lost string"
   end
 
   test "lost blocks of the VM without a record say so: a resource, an off-heap binary" do

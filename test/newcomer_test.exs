@@ -53,7 +53,8 @@ defmodule Mtrace.NewcomerTest do
     probe = ~s|try do Mtrace.olds(1) rescue e -> IO.puts(Exception.message(e)) end|
     {out, 0} = sh(app, ~s|printf '%s\\n' '#{probe}' \| iex -S mix|)
     assert out =~ "nothing is preloaded (LD_PRELOAD is unset)"
-    assert out =~ "Start the node with: LD_PRELOAD=#{path} "
+    assert out =~ "Attach to it now with Mtrace.attach()"
+    assert out =~ "start the node with: LD_PRELOAD=#{path} "
     assert out =~ "mix mtrace.preload"
   end
 
