@@ -402,7 +402,7 @@ static void find_mmapped(struct walk *w)
     }
 }
 
-/* The refusal of mmapped chunks that do not add up, with the figures: a static buffer, since
+/* The refusal of more mmapped chunks than glibc counts, with the figures: a static buffer, since
  * walks run one at a time (under the world's stop) and the message outlives the walk. */
 static const char *mmapped_mismatch(const struct mt_heap *h, size_t n, uint64_t bytes)
 {
@@ -506,11 +506,12 @@ int mt_heap_walk(struct mt_heap *h, const struct mt_maps *maps)
         follow_tcache(w, w->cand[i]);
     find_mmapped(w);
     const int *ints = (const int *)w->par;
-    if (h->mmapped != (size_t)ints[MT_PAR_N_MMAPS / 4] ||
-        h->mmapped_bytes != w->par[MT_PAR_MMAPPED_MEM / 8]) {
-        why = mmapped_mismatch(h, (size_t)ints[MT_PAR_N_MMAPS / 4], w->par[MT_PAR_MMAPPED_MEM / 8]);
+    size_t counted = (size_t)ints[MT_PAR_N_MMAPS / 4];
+    if (h->mmapped > counted || h->mmapped_bytes > w->par[MT_PAR_MMAPPED_MEM / 8]) {
+        why = mmapped_mismatch(h, counted, w->par[MT_PAR_MMAPPED_MEM / 8]);
         goto refused;
     }
+    h->mmapped_missing = counted - h->mmapped;
     if (w->nused == w->cap || w->nfr == w->cap || w->nfreed == w->cap) {
         why = "more chunks than the heap's size allows";
         goto refused;
@@ -551,4 +552,19 @@ void mt_heap_drop(struct mt_heap *h)
     h->map = NULL;
     h->block = h->free = NULL;
     h->blocks = h->frees = 0;
+}
+
+const struct mt_heap_chunk *mt_heap_free_at(const struct mt_heap *h, uintptr_t a)
+{
+    size_t lo = 0, hi = h->frees;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (h->free[mid].addr <= a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (!lo) return NULL;
+    const struct mt_heap_chunk *c = &h->free[lo - 1];
+    return a < c->addr + c->size ? c : NULL;
 }

@@ -517,6 +517,7 @@ static ERL_NIF_TERM leaks(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         {"heap_refused", r.heap_refused ? make_string(env, r.heap_refused) : atom_nil},
         {"unrecorded_blocks", enif_make_uint64(env, r.unrecorded)},
         {"missed_frees", enif_make_uint64(env, r.missed_frees)},
+        {"mmapped_missing", enif_make_uint64(env, r.mmapped_missing)},
     };
     ERL_NIF_TERM pair[2];
     pair[1] = map_of(env, info, sizeof info / sizeof info[0]);
@@ -603,6 +604,7 @@ static ERL_NIF_TERM heap_census(ErlNifEnv *env, int argc, const ERL_NIF_TERM arg
         {"recorded_bytes", enif_make_uint64(env, recorded_bytes)},
         {"missed_frees", enif_make_uint64(env, r.missed_frees)},
         {"bad_chunks", enif_make_uint64(env, h.bad)},
+        {"mmapped_missing", enif_make_uint64(env, h.mmapped_missing)},
         {"by_size", classes},
         {"largest_free", free_list},
         {"threads_stopped", enif_make_uint64(env, r.stopped)},

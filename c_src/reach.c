@@ -424,9 +424,10 @@ static int take(struct ctx *c, const struct mt_heap *heap)
 {
     struct mt_reach *r = c->r;
     if (mt_snapshot_take(&r->snap, MT_SNAPSHOT_BY_ADDRESS) != 0) return -1;
-    return r->heap_walked ? mt_snapshot_join_heap(&r->snap, heap, r->missed, MT_REACH_MISSED,
-                                                  &r->missed_frees, &r->unrecorded)
-                          : 0;
+    if (!r->heap_walked) return 0;
+    r->mmapped_missing = heap->mmapped_missing;
+    return mt_snapshot_join_heap(&r->snap, heap, r->missed, MT_REACH_MISSED, &r->missed_frees,
+                                 &r->unrecorded);
 }
 
 /* Lets the threads go on, and says for how long they were stopped. */

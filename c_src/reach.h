@@ -75,6 +75,7 @@ struct mt_reach {
     size_t missed_frees;       /* records left out: glibc holds their blocks free */
     struct mt_record missed[MT_REACH_MISSED]; /* the first of them, for mt_forget_missed() */
     size_t unrecorded;                        /* blocks known from the walk alone */
+    size_t mmapped_missing; /* mmapped chunks glibc counts that the walk did not find */
     void *map;
     size_t map_len;
 };

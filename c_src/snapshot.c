@@ -151,6 +151,8 @@ int mt_snapshot_join_heap(struct mt_snapshot *s, const struct mt_heap *h, struct
                     .addr = b->addr, .size = b->size, .stack = MT_SNAPSHOT_UNRECORDED};
                 ++*unrecorded;
             }
+        } else if (h->mmapped_missing && !mt_heap_free_at(h, s->rec[i].addr)) {
+            to[k++] = s->rec[i++]; /* perhaps in an mmapped chunk the walk did not find */
         } else if (++*missed_n <= missed_cap) {
             missed[*missed_n - 1] = s->rec[i++];
         } else {

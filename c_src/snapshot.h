@@ -50,7 +50,8 @@ void mt_snapshot_drop(struct mt_snapshot *s);
 
 /* Joins a walk of glibc's heap to a snapshot taken by address, as the mark needs it: a record
  * that starts in no block of the walk (its chunk is free, or unmapped) is a free mtrace missed
- * (a block freed behind its back) and goes, counted in *missed_n and copied to missed[] while
+ * (a block freed behind its back) and goes (but while the walk missed mmapped chunks, one in no
+ * free chunk stays), counted in *missed_n and copied to missed[] while
  * missed_cap allows; a block
  * of the walk that holds no record joins as an unrecorded one (MT_SNAPSHOT_UNRECORDED), counted
  * in *unrecorded. No malloc, no lock. Returns 0, or -1 with errno ENOMEM (the snapshot is then

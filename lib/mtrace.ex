@@ -194,8 +194,9 @@ defmodule Mtrace do
   `:pause_ns` (how long they were stopped), `:root_bytes` and `:block_bytes` (memory read),
   `:unreadable_bytes`, `:live_blocks`, `:reachable_blocks` and `:reachable_bytes`;
   `:heap_walked` (whether glibc's heap was walked) and `:heap_refused` (why not, or `nil`),
-  `:unrecorded_blocks` (live blocks known from the walk alone) and `:missed_frees` (records
-  whose block the walk found free, taken out of the table).
+  `:unrecorded_blocks` (live blocks known from the walk alone), `:missed_frees` (records whose
+  block the walk found free, taken out of the table) and `:mmapped_missing` (mmapped chunks glibc
+  counts that the walk did not find: pointers held only in them are not seen).
 
   ## Examples
 

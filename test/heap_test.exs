@@ -19,6 +19,7 @@ defmodule Mtrace.HeapTest do
     {before, later, {n0, b0}, {n1, b1}, 1000, stats} = node_result(@census, [])
     refute stats.preloaded
     assert before.glibc =~ ~r/^2\.\d+$/ and before.bad_chunks == 0 and later.bad_chunks == 0
+    assert later.mmapped_missing == 0
     assert later.recorded_blocks == 0 and later.recorded_bytes == 0
     assert n1 - n0 >= 1000 and b1 - b0 >= 1000 * 5000
     assert later.blocks - before.blocks >= 1000
@@ -34,7 +35,7 @@ defmodule Mtrace.HeapTest do
       node_result(@census, [{"LD_PRELOAD", mtrace_so()}])
 
     assert n1 - n0 >= 1000
-    assert later.missed_frees == 0 and later.bad_chunks == 0
+    assert later.missed_frees == 0 and later.bad_chunks == 0 and later.mmapped_missing == 0
     assert later.recorded_blocks <= later.blocks
     # a block without a record was allocated while its thread was inside mtrace, or is a
     # thread's tcache that holds no chunk yet (glibc's own, in use)

@@ -284,6 +284,7 @@ static void corrupted(void)
         struct mt_heap h;
         int rc = walk(&h);
         printf("refused: %s\n", h.refused ? h.refused : "(not refused)");
+        fflush(stdout);
         (void)b;
         _exit(rc == -1 && h.refused && strstr(h.refused, "main arena") ? 0 : 1);
     }
