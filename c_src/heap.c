@@ -271,6 +271,7 @@ static uintptr_t word_value(const uintptr_t *w)
 }
 
 MT_DEFINE_RADIX_SORT(radix, struct mt_heap_chunk, chunk_addr)
+MT_DEFINE_UPPER_BOUND(past, struct mt_heap_chunk, chunk_addr)
 MT_DEFINE_RADIX_SORT(radix_words, uintptr_t, word_value)
 
 /* The chunk that looks in use at c with this size, or NULL: every free list must lead to such
@@ -556,14 +557,7 @@ void mt_heap_drop(struct mt_heap *h)
 
 const struct mt_heap_chunk *mt_heap_free_at(const struct mt_heap *h, uintptr_t a)
 {
-    size_t lo = 0, hi = h->frees;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (h->free[mid].addr <= a)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = past(h->free, 0, h->frees, a);
     if (!lo) return NULL;
     const struct mt_heap_chunk *c = &h->free[lo - 1];
     return a < c->addr + c->size ? c : NULL;

@@ -42,6 +42,7 @@ static uintptr_t record_addr(const struct mt_record *r)
 }
 
 MT_DEFINE_RADIX_SORT(radix_sort, struct mt_record, record_addr)
+MT_DEFINE_UPPER_BOUND(past, struct mt_record, record_addr)
 
 static struct mt_snapshot_region *slot_of(const struct mt_snapshot *s, uintptr_t region)
 {
@@ -190,14 +191,7 @@ size_t mt_snapshot_find(const struct mt_snapshot *s, uintptr_t a)
     if (!s->index) return MT_SNAPSHOT_NONE;
     const struct mt_snapshot_region *e = slot_of(s, a >> REGION_SHIFT);
     if (!e->key) return MT_SNAPSHOT_NONE;
-    size_t lo = e->first, hi = e->last;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (s->rec[mid].addr <= a)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = past(s->rec, e->first, e->last, a);
     if (lo == e->first) return MT_SNAPSHOT_NONE;
     const struct mt_record *r = &s->rec[lo - 1];
     return a <= last_byte(r) ? lo - 1 : MT_SNAPSHOT_NONE;

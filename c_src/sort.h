@@ -1,4 +1,5 @@
-/* sort.h: a radix sort by address, for the readers that must not call malloc or qsort.
+/* sort.h: a radix sort by address, and the search of a sorted array, for the readers that must
+ * not call malloc or qsort.
  *
  * The snapshot of the table and the walk of glibc's heap sort up to millions of entries while
  * the other threads are stopped, where qsort (which may call malloc, whose lock a stopped thread
@@ -6,6 +7,10 @@
  * `static void name(type *v, type *tmp, size_t n)`, which sorts v[0 .. n) by the uintptr_t
  * `key(&v[i])` into ascending order, eight bits a pass, using tmp (n entries) as scratch, and
  * skips the passes whose digit is the same in every entry (the high bits, mostly). Stable.
+ *
+ * MT_DEFINE_UPPER_BOUND(name, type, key) defines `static size_t name(const type *v, size_t lo,
+ * size_t hi, uint64_t a)`: in v[lo .. hi), sorted by key, the index past the last entry whose key
+ * is at most a (lo when there is none): the entry that may hold a is the one before it.
  *
  * Contract: pure; no allocation, no lock, any thread.
  */
@@ -37,6 +42,19 @@
             to = t;                                                                                \
         }                                                                                          \
         if (from != v) memcpy(v, from, n * sizeof *v);                                             \
+    }
+
+#define MT_DEFINE_UPPER_BOUND(name, type, key)                                                     \
+    static size_t name(const type *v, size_t lo, size_t hi, uint64_t a)                            \
+    {                                                                                              \
+        while (lo < hi) {                                                                          \
+            size_t mid = lo + (hi - lo) / 2;                                                       \
+            if (key(&v[mid]) <= a)                                                                 \
+                lo = mid + 1;                                                                      \
+            else                                                                                   \
+                hi = mid;                                                                          \
+        }                                                                                          \
+        return lo;                                                                                 \
     }
 
 #endif
