@@ -312,14 +312,16 @@ static ERL_NIF_TERM olds(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     return list;
 }
 
+/* Weights (account.h): with sampling, what the records stand for; blocks in 1/MT_ONE units. */
 struct tally {
-    uint64_t bytes[2], blocks[2], oldest_ns; /* [0]: allocated by split_ns, [1]: after it */
+    uint64_t bytes[2], units[2], oldest_ns; /* [0]: allocated by split_ns, [1]: after it */
 };
 
 /* sites(filter, split_ns) -> {now_ns, [{stack_id, bytes_before, blocks_before, bytes_after,
  * blocks_after, oldest_age_ns}]}: when the snapshot was taken, and the live records that pass
  * the filter, summed by stack, those allocated at or before split_ns (CLOCK_MONOTONIC_COARSE)
- * apart from those after it (a mark, diff/2). */
+ * apart from those after it (a mark, diff/2); with sampling, each record weighs what it stands
+ * for (account.h), as in reports, so that the sums are estimates of the whole heap. */
 static ERL_NIF_TERM sites(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     struct filter f;
@@ -348,9 +350,10 @@ static ERL_NIF_TERM sites(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         if (r->stack >= ids || !wanted(&f, &snap, r)) continue;
         struct tally *x = &t[r->stack];
         int after = r->time_ns > split;
-        n += !x->blocks[0] && !x->blocks[1];
-        x->bytes[after] += r->size;
-        x->blocks[after]++;
+        struct mt_weight w = mt_weigh(r);
+        n += !x->units[0] && !x->units[1];
+        x->bytes[after] += w.bytes;
+        x->units[after] += w.blocks;
         uint64_t age = mt_snapshot_age(&snap, r);
         if (age > x->oldest_ns) x->oldest_ns = age;
     }
@@ -358,11 +361,14 @@ static ERL_NIF_TERM sites(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     size_t k = 0;
     for (size_t id = 0; items && id < ids; id++) {
         const struct tally *x = &t[id];
-        if (!x->blocks[0] && !x->blocks[1]) continue;
+        if (!x->units[0] && !x->units[1]) continue;
         ERL_NIF_TERM e[6] = {
-            enif_make_uint64(env, id),           enif_make_uint64(env, x->bytes[0]),
-            enif_make_uint64(env, x->blocks[0]), enif_make_uint64(env, x->bytes[1]),
-            enif_make_uint64(env, x->blocks[1]), enif_make_uint64(env, x->oldest_ns),
+            enif_make_uint64(env, id),
+            enif_make_uint64(env, x->bytes[0]),
+            enif_make_uint64(env, (uint64_t)mt_blocks((int64_t)x->units[0])),
+            enif_make_uint64(env, x->bytes[1]),
+            enif_make_uint64(env, (uint64_t)mt_blocks((int64_t)x->units[1])),
+            enif_make_uint64(env, x->oldest_ns),
         };
         items[k++] = enif_make_tuple_from_array(env, e, 6);
     }

@@ -364,10 +364,17 @@ defmodule Mtrace do
   defp top_here(n, opts) do
     {_now, rows} = Nif.sites_nif(Options.filter(opts), Options.no_limit()) |> preloaded!()
     stacks = Sites.stacks(Enum.map(rows, &elem(&1, 0)), opts[:demangle])
+    estimated = estimated()
 
     rows
     |> Enum.map(fn {id, bytes, blocks, _, _, oldest} ->
-      %Site{bytes: bytes, blocks: blocks, oldest_age: oldest / 1.0e9, stack: stacks[id]}
+      %Site{
+        bytes: bytes,
+        blocks: blocks,
+        oldest_age: oldest / 1.0e9,
+        stack: stacks[id],
+        estimated: estimated
+      }
     end)
     |> Sites.matching(opts)
     |> Sites.group(opts[:group], opts[:library])
@@ -494,6 +501,9 @@ defmodule Mtrace do
     |> Sites.group(opts[:group], opts[:library])
     |> Sites.by_size()
   end
+
+  # true when the node samples: the sites' figures are then estimates (nil: exact).
+  defp estimated, do: if(Nif.stats_nif().estimated, do: true)
 
   defp preloaded!(:not_preloaded), do: raise(Mtrace.NotPreloadedError)
 

@@ -201,6 +201,27 @@ defmodule Mtrace.SamplingTest do
     assert live >= 4 * 4_194_304
   end
 
+  test "top/2 in a node that samples weighs each sampled block by what it stands for, and says so" do
+    # 4000 blocks of 1000 bytes kept: about one in 17 is sampled (p = 1 - e^(-1000/16384)), some
+    # 240 records, so the estimate's deviation is about 6%.
+    code = """
+    alias Mtrace.Test.Leaky
+    kept = for _ <- 1..4000, do: Leaky.alloc(:malloc, 1000)
+    [site] = Mtrace.top(1, library: "leaky.so", group: :function)
+    IO.puts("bytes=\#{site.bytes} blocks=\#{site.blocks} estimated=\#{site.estimated} " <>
+            "kept=\#{length(kept)} records=\#{Mtrace.stats().records}")
+    """
+
+    {out, 0} = run_node(code, [{"LD_PRELOAD", mtrace_so()}, {"MTRACE_SAMPLE", "16384"}])
+
+    [bytes, blocks, estimated] =
+      Regex.run(~r/bytes=(\d+) blocks=(\d+) estimated=(\w+)/, out, capture: :all_but_first)
+
+    assert estimated == "true", out
+    assert close?(String.to_integer(bytes), 4_000_000), out
+    assert close?(String.to_integer(blocks), 4000), out
+  end
+
   test "a malformed MTRACE_SAMPLE is reported and recording stays exact" do
     code =
       "IO.puts(\"sample=\#{Mtrace.stats().sample_bytes} estimated=\#{Mtrace.stats().estimated}\")"

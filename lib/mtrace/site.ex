@@ -19,6 +19,9 @@ defmodule Mtrace.Site do
       since. `nil` elsewhere.
     * `:address` - with `blocks: true` (`Mtrace.leaks/1`), each site is one block, and this is
       its address; otherwise `nil`.
+    * `:estimated` - `true` when the node samples (`MTRACE_SAMPLE`): `bytes` and `blocks` (and a
+      diff's parts) are then estimates of the whole heap, each sampled block weighing what it
+      stands for; `nil` when they are exact.
     * `:contents` - for lost blocks that have no record (`Mtrace.leaks/1` knows them from
       glibc's heap: allocated before the preload, not sampled, dropped or forgotten by a reset),
       which have no stack (`stack: []`) and no age (`oldest_age: nil`): what they are, grouped by
@@ -42,6 +45,7 @@ defmodule Mtrace.Site do
             freed_bytes: nil,
             freed_blocks: nil,
             address: nil,
+            estimated: nil,
             contents: nil
 
   @type t :: %__MODULE__{
@@ -57,6 +61,7 @@ defmodule Mtrace.Site do
           freed_bytes: non_neg_integer() | nil,
           freed_blocks: non_neg_integer() | nil,
           address: non_neg_integer() | nil,
+          estimated: true | nil,
           contents: String.t() | nil
         }
 end
@@ -87,5 +92,5 @@ defimpl Inspect, for: Mtrace.Site do
 
   defp order,
     do: ~w(bytes blocks direct_blocks indirect_blocks allocated_bytes allocated_blocks
-           freed_bytes freed_blocks oldest_age address contents stack paths)a
+           freed_bytes freed_blocks oldest_age estimated address contents stack paths)a
 end

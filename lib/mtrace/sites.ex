@@ -162,7 +162,8 @@ defmodule Mtrace.Sites do
           allocated_bytes: add(acc.allocated_bytes, s.allocated_bytes),
           allocated_blocks: add(acc.allocated_blocks, s.allocated_blocks),
           freed_bytes: add(acc.freed_bytes, s.freed_bytes),
-          freed_blocks: add(acc.freed_blocks, s.freed_blocks)
+          freed_blocks: add(acc.freed_blocks, s.freed_blocks),
+          estimated: acc.estimated || s.estimated
       }
     end)
   end
