@@ -475,6 +475,7 @@ defmodule Mtrace do
     now = Map.new(rows, fn {id, b0, n0, b1, n1, oldest} -> {id, {b0, n0, b1, n1, oldest}} end)
     ids = Enum.uniq(Map.keys(now) ++ Map.keys(mark.sites))
     stacks = Sites.stacks(ids, opts[:demangle])
+    estimated = estimated()
 
     ids
     |> Enum.map(fn id ->
@@ -493,7 +494,8 @@ defmodule Mtrace do
         freed_bytes: fb,
         freed_blocks: fnum,
         oldest_age: oldest / 1.0e9,
-        stack: stacks[id]
+        stack: stacks[id],
+        estimated: estimated
       }
     end)
     |> Enum.reject(&(&1.allocated_blocks == 0 and &1.freed_blocks == 0))
