@@ -46,7 +46,7 @@ struct walk {
 
 /* Libc's writable data (.data and .bss), where main_arena and mp_ live; found before the stop,
  * since dl_iterate_phdr takes the loader's lock. */
-static uintptr_t libc_lo, libc_hi;
+static uintptr_t libc_lo, libc_hi, main_known;
 
 static int find_libc(struct dl_phdr_info *info, size_t size, void *arg)
 {
@@ -433,27 +433,36 @@ static const char *mmapped_mismatch(const struct mt_heap *h, size_t n, uint64_t 
 int mt_heap_walk(struct mt_heap *h, const struct mt_maps *maps)
 {
     *h = (struct mt_heap){.version = h->version}; /* a walk tried again starts afresh */
+    /* The main arena found before: while it is locked, its bins may be half linked, and its
+     * shape would not be found. */
+    if (main_known && *(const volatile int *)main_known) {
+        errno = EAGAIN;
+        return -1;
+    }
     struct walk *w = mt_mem_map(sizeof *w);
     if (!w) return -1;
     *w = (struct walk){.h = h, .maps = maps, .pid = getpid()};
     const char *why = find_main(w);
     if (why) goto refused;
+    main_known = w->main_arena;
     /* The ring of arenas: each thread arena right after the heap_info of its first heap. */
     uintptr_t arenas[MAX_ARENAS];
     size_t n = 0;
     uint64_t total = 0;
     for (uintptr_t at = w->main_arena; n < MAX_ARENAS;) {
-        if (peek(w, at, w->a.w, MT_ARENA_SIZE) != 0 ||
-            (at != w->main_arena &&
-             (word(at - MT_HEAP_INFO_BYTES) != at || (at - MT_HEAP_INFO_BYTES) % MT_HEAP_MAX)) ||
+        uintptr_t info = 0;
+        if (peek(w, at, w->a.w, MT_ARENA_SIZE) != 0) {
+            why = "an arena in the ring could not be read";
+            goto refused;
+        }
+        /* locked: its lists may be half linked, so its shape is not looked at yet */
+        if (w->a.w[MT_ARENA_MUTEX / 8] & 0xFFFFFFFF) goto busy;
+        if ((at != w->main_arena &&
+             ((at - MT_HEAP_INFO_BYTES) % MT_HEAP_MAX ||
+              peek(w, at - MT_HEAP_INFO_BYTES, &info, sizeof info) != 0 || info != at)) ||
             !arena_shape(at, w->a.w)) {
             why = "an arena in the ring does not validate";
             goto refused;
-        }
-        if (w->a.w[MT_ARENA_MUTEX / 8] & 0xFFFFFFFF) {
-            mt_mem_unmap(w, sizeof *w);
-            errno = EAGAIN;
-            return -1;
         }
         arenas[n++] = at;
         total += w->a.w[MT_ARENA_SYSTEM_MEM / 8];
@@ -539,6 +548,10 @@ int mt_heap_walk(struct mt_heap *h, const struct mt_maps *maps)
     h->frees = w->nfr;
     mt_mem_unmap(w, sizeof *w);
     return 0;
+busy:
+    mt_mem_unmap(w, sizeof *w);
+    errno = EAGAIN;
+    return -1;
 refused:
     h->refused = why;
     mt_mem_unmap(w, sizeof *w);
