@@ -4,13 +4,17 @@
  * MT_TRACK_BIT set in the key (account.h): they get a stack, a record, a site tally and CSV rows,
  * and never meet a heap block's record. Frame 0 of their stacks is mtrace_lib_track.
  *
- * mtrace_lib_attach and mtrace_lib_detach are for a library dlopen'ed into a running process (by
- * a debugger, or a program of the tests) rather than for mtrace.h: they return 0 or an
- * enum mt_attach_error (attach.h).
+ * mtrace_lib_attach, mtrace_lib_detach and mtrace_lib_leaks are for a library dlopen'ed into a
+ * running process (by bin/mtrace attach through gdb, or a program of the tests) rather than for
+ * mtrace.h. The attach takes the options as "MTRACE_NAME=value" lines (or NULL) and returns 0
+ * or an enum mt_attach_error (attach.h), as the detach does; mtrace_lib_leaks(path) writes a
+ * report of what is lost and still reachable now and returns as mtrace_lib_report does;
+ * mtrace_lib_attach_reason(error) is a person's sentence for an attach's or detach's error.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "account.h"
 #include "attach.h"
@@ -25,8 +29,10 @@ EXPORT int mtrace_lib_report_fd(int fd);
 EXPORT int mtrace_lib_snapshot(void);
 EXPORT void mtrace_lib_track(const void *id, size_t size);
 EXPORT void mtrace_lib_untrack(const void *id);
-EXPORT int mtrace_lib_attach(void);
+EXPORT int mtrace_lib_attach(const char *options);
 EXPORT int mtrace_lib_detach(void);
+EXPORT int mtrace_lib_leaks(const char *path);
+EXPORT const char *mtrace_lib_attach_reason(int error);
 
 int mtrace_lib_active(void)
 {
@@ -35,12 +41,12 @@ int mtrace_lib_active(void)
 
 int mtrace_lib_report(const char *path)
 {
-    return mt_service_report(path, -1);
+    return mt_service_report(path, -1, 0);
 }
 
 int mtrace_lib_report_fd(int fd)
 {
-    if (fd >= 0) return mt_service_report(NULL, fd);
+    if (fd >= 0) return mt_service_report(NULL, fd, 0);
     errno = EBADF;
     return -1;
 }
@@ -63,10 +69,26 @@ void mtrace_lib_untrack(const void *id)
     if (mt_active() && mt_enter(MT_UNTRACK)) mt_forget((void *)((uintptr_t)id | MT_TRACK_BIT));
 }
 
-int mtrace_lib_attach(void)
+/* The options' lines, split in place in a copy: config.h copies what it keeps. */
+int mtrace_lib_attach(const char *options)
 {
+    static char copy[4096];
+    const char *vars[64];
+    size_t n = 0;
+    if (options) {
+        size_t len = strlen(options);
+        if (len >= sizeof copy) return MT_ATTACH_BAD_OPTIONS;
+        memcpy(copy, options, len + 1);
+        for (char *line = copy, *end; line && *line; line = end) {
+            if ((end = strchr(line, '\n'))) *end++ = 0;
+            if (!*line) continue;
+            if (n == sizeof vars / sizeof *vars - 1) return MT_ATTACH_BAD_OPTIONS;
+            vars[n++] = line;
+        }
+    }
+    vars[n] = NULL;
     mt_guard_hold();
-    int e = (int)mt_attach(NULL);
+    int e = (int)mt_attach(vars);
     mt_guard_release();
     return e;
 }
@@ -77,4 +99,14 @@ int mtrace_lib_detach(void)
     int e = (int)mt_detach();
     mt_guard_release();
     return e;
+}
+
+int mtrace_lib_leaks(const char *path)
+{
+    return mt_service_report(path, -1, 1);
+}
+
+const char *mtrace_lib_attach_reason(int error)
+{
+    return mt_attach_reason((enum mt_attach_error)error);
 }

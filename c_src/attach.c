@@ -16,6 +16,7 @@
 #include "hooks.h"
 #include "mem.h"
 #include "recorder.h"
+#include "service.h"
 #include "stack.h"
 #include "symbols.h"
 
@@ -234,6 +235,7 @@ static enum mt_attach_error attach_locked(const char *const *vars)
     __atomic_store_n(&realtime_s, mt_now_ns(CLOCK_REALTIME) / 1000000000u, __ATOMIC_RELAXED);
     __atomic_fetch_add(&attaches, 1, __ATOMIC_RELAXED);
     __atomic_store_n(&attached, 1, __ATOMIC_RELEASE);
+    mt_service_attached();
     return MT_ATTACH_OK;
 }
 
@@ -263,6 +265,7 @@ enum mt_attach_error mt_detach(void)
     }
     nwords = 0;
     objects = 0;
+    mt_service_detached();
     pthread_mutex_unlock(&lock);
     return MT_ATTACH_OK;
 }
@@ -290,6 +293,8 @@ const char *mt_attach_reason(enum mt_attach_error e)
                "MTRACE_SLOTS or MTRACE_STACKS)";
     case MT_ATTACH_NO_MEMORY:
         return "mtrace could not map memory for the list of rewritten words";
+    case MT_ATTACH_BAD_OPTIONS:
+        return "the options are too many or too long (at most 63 lines, 4095 bytes)";
     }
     return "unknown";
 }

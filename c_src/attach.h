@@ -42,6 +42,7 @@ enum mt_attach_error {
     MT_ATTACH_NO_GLIBC,     /* libc.so.6 is not loaded, or lacks a hooked function */
     MT_ATTACH_NO_RECORDER,  /* the recorder could not start (its tables could not be mapped) */
     MT_ATTACH_NO_MEMORY,    /* the list of rewritten words could not be mapped */
+    MT_ATTACH_BAD_OPTIONS,  /* more options, or longer, than mtrace_lib_attach takes */
 };
 
 /* Attaches (see above). vars: "MTRACE_NAME=value" strings, NULL-terminated, that the recorder

@@ -262,5 +262,8 @@ int mt_interposing(void)
  * copy dlopen'ed as a NIF alone must stay inert. */
 __attribute__((constructor)) static void start_if_interposing(void)
 {
-    if (mt_interposing()) mt_start();
+    if (mt_interposing())
+        mt_start();
+    else
+        mt_inert();
 }

@@ -365,9 +365,9 @@ static void own_stack(uintptr_t sp, uintptr_t *lo, uintptr_t *hi, struct ctx *c)
         }
 }
 
-enum mt_lost_rule mt_reach_rule(const struct mt_reach *r, int after_reset)
+/* What the records alone leave unknown; MT_LOST_KNOWN when nothing. */
+static enum mt_lost_rule records_rule(int after_reset)
 {
-    if (r->heap_walked) return MT_LOST_KNOWN;
     if (!mt_active()) return MT_LOST_NOT_RECORDING;
     if (mt_config.sample) return MT_LOST_SAMPLING;
     struct mt_stats st;
@@ -375,6 +375,16 @@ enum mt_lost_rule mt_reach_rule(const struct mt_reach *r, int after_reset)
     if (st.dropped) return MT_LOST_DROPPED;
     if (after_reset) return MT_LOST_RESET;
     return mt_records_partial_since() ? MT_LOST_ATTACHED : MT_LOST_KNOWN;
+}
+
+enum mt_lost_rule mt_reach_rule(const struct mt_reach *r, int after_reset)
+{
+    return r->heap_walked ? MT_LOST_KNOWN : records_rule(after_reset);
+}
+
+int mt_reach_needs_walk(int after_reset)
+{
+    return records_rule(after_reset) != MT_LOST_KNOWN;
 }
 
 /* Stops the world with glibc's arena locks free and its structures whole: a thread stopped

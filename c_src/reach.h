@@ -92,6 +92,10 @@ enum mt_lost_rule {
 int mt_reach_run(struct mt_reach *r, int at_exit, int walk_heap);
 enum mt_lost_rule mt_reach_rule(const struct mt_reach *r, int after_reset);
 
+/* Whether a scan must walk glibc's heap for mt_reach_rule to call blocks lost: the records alone
+ * miss live blocks (the rule without a walk would not be MT_LOST_KNOWN). Any thread. */
+int mt_reach_needs_walk(int after_reset);
+
 /* The walk alone, for a census of the heap: the threads stopped, glibc's heap walked into *heap
  * and joined to a snapshot of the records in r->snap (as mt_reach_run does, without the mark:
  * r->state stays NULL). Returns 0 with r->heap_walked set, or with r->heap_refused saying why it

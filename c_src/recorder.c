@@ -148,11 +148,20 @@ static inline uint32_t tid(void)
     return tid_cache;
 }
 
+static int inert;
+
+void mt_inert(void)
+{
+    __atomic_store_n(&inert, 1, __ATOMIC_RELEASE);
+}
+
 /* The first call of a thread (or of the process): start, claim a counter block. A thread holds a
  * block only once the recorder is ready. */
 __attribute__((noinline, cold)) static int enter_first(enum mt_kind kind)
 {
-    if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) != READY && !mt_start()) return 0;
+    if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) != READY &&
+        (__atomic_load_n(&inert, __ATOMIC_ACQUIRE) || !mt_start()))
+        return 0;
     mt_thread.guard = 1;
     int e = errno; /* claim_block's mmap may fail */
     self = claim_block();

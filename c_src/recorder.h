@@ -59,6 +59,12 @@ uint64_t mt_records_partial_since(void);
  * show even in a program that never allocates). Returns nonzero when recording. */
 int mt_start(void);
 
+/* Called at load by a copy that is not the process's malloc: its hooks, if something calls them
+ * directly (a debugger's call, dlsym on the copy's handle), forward to glibc and record nothing
+ * instead of starting the recorder with whatever configuration is at hand; only mt_start (an
+ * attach) starts it. */
+void mt_inert(void);
+
 struct mt_stats {
     uint64_t calls[MT_KINDS];
     uint64_t untraced;        /* calls forwarded unrecorded because the thread was inside mtrace */

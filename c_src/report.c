@@ -149,6 +149,7 @@ struct gather {
     struct per_id *lost, *kept;
     size_t ids;
     int split, exact;
+    const char *refused; /* why the walk the scan needed was refused, when it was */
     struct mt_reach reach;
     int64_t heap_bytes, heap_units, tracked_bytes, tracked_units;
     int64_t lost_bytes, lost_units, kept_bytes, kept_units, direct, indirect;
@@ -189,18 +190,17 @@ static void gather_record(struct gather *g, const struct mt_record *r, int state
     p->units += (int64_t)w.blocks;
 }
 
-/* Reads the live records; at exit, with every live block known (every allocation recorded, or
- * else glibc's heap walked), marks what the program can still reach. Returns 0, or -1 with errno.
- * With complete records the heap is not walked: the blocks without a record would then be
- * mtrace's own (allocated while it ran), not the program's. */
-static int gather_live(struct gather *g, int at_exit)
+/* Reads the live records; at exit or for a leaks report, with every live block known (every
+ * allocation recorded, or else glibc's heap walked), marks what the program can still reach.
+ * Returns 0, or -1 with errno. With complete records the heap is not walked: the blocks without a
+ * record would then be mtrace's own (allocated while it ran), not the program's. */
+static int gather_live(struct gather *g, const struct mt_report_req *req)
 {
     struct mt_snapshot own, *snap = &own;
-    struct mt_stats st;
-    mt_stats_read(&st);
-    int walk = mt_config.sample || st.dropped;
-    g->split = at_exit && mt_reach_run(&g->reach, 1, walk) == 0;
+    g->split = (req->at_exit || req->leaks) &&
+               mt_reach_run(&g->reach, req->at_exit, mt_reach_needs_walk(0)) == 0;
     if (g->split && mt_reach_rule(&g->reach, 0) != MT_LOST_KNOWN) {
+        g->refused = g->reach.heap_refused;
         mt_reach_drop(&g->reach);
         g->split = 0;
     }
@@ -260,14 +260,15 @@ static void summary(struct mt_out *o, const struct mt_report_req *req, const str
     mt_stats_read(&st);
     int counted = mt_config.account;
     if (g->split) {
-        amount(o, "  leaked at exit: ", g->lost_bytes, mt_blocks(g->lost_units), "block", 0);
+        amount(o, req->at_exit ? "  leaked at exit: " : "  lost now: ", g->lost_bytes,
+               mt_blocks(g->lost_units), "block", 0);
         mt_out_str(o, " (");
         mt_out_i64(o, g->direct, 0);
         mt_out_str(o, " direct, ");
         mt_out_i64(o, g->indirect, 0);
         mt_out_str(o, " indirect)\n");
-        amount(o, "  still reachable at exit: ", g->kept_bytes, mt_blocks(g->kept_units), "block",
-               0);
+        amount(o, req->at_exit ? "  still reachable at exit: " : "  still reachable now: ",
+               g->kept_bytes, mt_blocks(g->kept_units), "block", 0);
         mt_out_str(o, "\n");
     } else {
         mt_out_str(o, req->at_exit ? "  leaked at exit" : "  live heap");
@@ -302,12 +303,19 @@ static void summary(struct mt_out *o, const struct mt_report_req *req, const str
             mt_out_u64(o, g->reach.missed_frees);
             mt_out_str(o, " frees mtrace did not see\n");
         }
-    } else if (req->at_exit && !req->base) {
-        mt_out_str(o, mt_config.sample ? "  reachability: not known under MTRACE_SAMPLE (blocks "
-                                         "not sampled have no record)\n"
-                      : st.dropped     ? "  reachability: not known (the table dropped records: "
-                                         "see MTRACE_SLOTS_MAX)\n"
-                                       : "  reachability: not known (the mark failed)\n");
+    } else if ((req->at_exit || req->leaks) && !req->base) {
+        const char *why = mt_config.sample ? "not sampled blocks have no record (MTRACE_SAMPLE)"
+                          : st.dropped     ? "the table dropped records: see MTRACE_SLOTS_MAX"
+                          : mt_records_partial_since()
+                              ? "blocks from before the attach have no record"
+                              : "the mark failed";
+        mt_out_str(o, "  reachability: not known (");
+        mt_out_str(o, why);
+        if (g->refused) {
+            mt_out_str(o, ", and glibc's heap was not walked: ");
+            mt_out_str(o, g->refused);
+        }
+        mt_out_str(o, ")\n");
     }
     if (counted) {
         mt_out_str(o, "  peak live heap");
@@ -608,7 +616,7 @@ int mt_report_write(int fd, const struct mt_report_req *req)
     mt_guard_hold();
     /* Room for every id: a record may carry a stack interned while the table is read. */
     struct gather g = {.ids = mt_config.stacks + 1};
-    int failed = !req->base && gather_live(&g, req->at_exit) != 0;
+    int failed = !req->base && gather_live(&g, req) != 0;
     /* Read after the scan, so that it covers every id gathered; a changes report leaves later
      * ones to the next report. */
     size_t ids = mt_stack_count() + 1;
@@ -628,9 +636,9 @@ int mt_report_write(int fd, const struct mt_report_req *req)
     title(&o, req);
     summary(&o, req, &g);
     print_sites(&o, req,
-                req->base      ? NULL
-                : req->at_exit ? "leaks"
-                               : "live",
+                req->base                 ? NULL
+                : req->at_exit || g.split ? "leaks"
+                                          : "live",
                 sites, n, req->base ? &all : NULL);
     if (g.split && mt_config.report_reachable) {
         mt_out_str(&o, "\n");

@@ -31,6 +31,7 @@ struct mt_report_req {
     unsigned seq;          /* this report's number in the process */
     const char *when;      /* "at exit", "on request", "on SIGUSR2" */
     int at_exit;           /* live blocks are then called leaks */
+    int leaks;             /* a live report that splits lost from reachable now, as at exit */
     struct mt_tally *base; /* NULL: a live report; else changes since this baseline */
     const char *since;     /* what base is: "start", "report 2", "the snapshot" */
     int advance;           /* with base: base is moved to now, in the same pass */

@@ -28,7 +28,8 @@
 #include "writer.h"
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static int started;       /* the exit report (or CSV) is armed in this copy */
+static int started;       /* the service was set up in this copy (once a process) */
+static int armed;         /* reports and CSV run: preloaded, or attached and not detached */
 static pid_t first_pid;   /* the process that started; a forked child has another pid */
 static unsigned numbered; /* reports this process has numbered */
 static char prog[NAME_MAX + 1];
@@ -209,7 +210,7 @@ static void *worker(void *arg)
             uint64_t signals;
             if (read(wake_fd, &signals, sizeof signals) == (ssize_t)sizeof signals) signal_report();
         }
-        if (mt_config.csv && now_ms() >= next) {
+        if (mt_config.csv && now_ms() >= next && __atomic_load_n(&armed, __ATOMIC_ACQUIRE)) {
             csv_pass();
             next = now_ms() + period;
         }
@@ -267,6 +268,28 @@ static int start_worker(void)
     return -1;
 }
 
+/* The handler of MTRACE_REPORT_SIGNAL, while armed; a detach gives the signal back its old
+ * disposition. Under lock. */
+static struct sigaction signal_old;
+static int signal_taken;
+
+static void take_signal(void)
+{
+    if (!signal_base || wake_fd < 0 || signal_taken) return;
+    struct sigaction sa = {.sa_handler = on_signal, .sa_flags = SA_RESTART};
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(mt_config.report_signal, &sa, &signal_old) != 0)
+        say("mtrace: cannot handle MTRACE_REPORT_SIGNAL; no signal reports\n");
+    else
+        signal_taken = 1;
+}
+
+static void give_signal_back(void)
+{
+    if (signal_taken && sigaction(mt_config.report_signal, &signal_old, NULL) == 0)
+        signal_taken = 0;
+}
+
 static void start(void)
 {
     if (mt_config.report && !mt_config.account)
@@ -277,12 +300,7 @@ static void start(void)
         say("mtrace: cannot start the report thread; no signal reports and no CSV\n");
         signal_base = NULL;
     }
-    if (signal_base && wake_fd >= 0) {
-        struct sigaction sa = {.sa_handler = on_signal, .sa_flags = SA_RESTART};
-        sigemptyset(&sa.sa_mask);
-        if (sigaction(mt_config.report_signal, &sa, NULL) != 0)
-            say("mtrace: cannot handle MTRACE_REPORT_SIGNAL; no signal reports\n");
-    }
+    take_signal();
 }
 
 /* MTRACE_REPORT_PID (bin/mtrace run): only that process reports; the others it starts run
@@ -297,6 +315,28 @@ static uint64_t stacks_so_far(void)
     return mt_stack_count();
 }
 
+/* Arms the exit report, signal reports and CSV as configured, setting them up the first time. */
+static void serve(void)
+{
+    if (!mt_config.report && !mt_config.report_signal && !mt_config.csv) return;
+    if (!reporting_here()) return;
+    mt_guard_hold();
+    pthread_mutex_lock(&lock);
+    if (!started) {
+        name_program();
+        first_pid = getpid();
+        keep_stderr();
+        start();
+        pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+        started = 1;
+    } else {
+        take_signal();
+    }
+    __atomic_store_n(&armed, 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&lock);
+    mt_guard_release();
+}
+
 __attribute__((constructor)) static void boot(void)
 {
     /* Only the copy that is the process's malloc (see hooks.c's constructor). */
@@ -305,16 +345,20 @@ __attribute__((constructor)) static void boot(void)
     mt_guard_hold();
     mt_symbols_start(stacks_so_far);
     mt_guard_release();
-    if (!mt_config.report && !mt_config.report_signal && !mt_config.csv) return;
-    if (!reporting_here()) return;
+    serve();
+}
+
+void mt_service_attached(void)
+{
+    serve();
+}
+
+void mt_service_detached(void)
+{
     mt_guard_hold();
     pthread_mutex_lock(&lock);
-    name_program();
-    first_pid = getpid();
-    keep_stderr();
-    start();
-    pthread_atfork(before_fork, after_fork_parent, after_fork_child);
-    started = 1;
+    __atomic_store_n(&armed, 0, __ATOMIC_RELEASE);
+    give_signal_back();
     pthread_mutex_unlock(&lock);
     mt_guard_release();
 }
@@ -323,7 +367,9 @@ static int exit_reported;
 
 __attribute__((destructor)) static void report_at_exit(void)
 {
-    if (!started || __atomic_exchange_n(&exit_reported, 1, __ATOMIC_ACQ_REL)) return;
+    if (!__atomic_load_n(&armed, __ATOMIC_ACQUIRE) ||
+        __atomic_exchange_n(&exit_reported, 1, __ATOMIC_ACQ_REL))
+        return;
     int child = getpid() != first_pid;
     if (child && (mt_config.fork == MT_FORK_NONE || !reporting_here())) return;
     mt_guard_hold();
@@ -350,14 +396,14 @@ __attribute__((destructor)) static void report_at_exit(void)
  * glibc's own exit() reaches the system call through an internal name, not this one. */
 __attribute__((visibility("default"), noreturn)) void _exit(int status)
 {
-    if (started && getpid() == first_pid) report_at_exit();
+    if (__atomic_load_n(&armed, __ATOMIC_ACQUIRE) && getpid() == first_pid) report_at_exit();
     for (;;)
         syscall(SYS_exit_group, status);
 }
 
 __attribute__((visibility("default"), noreturn, alias("_exit"))) void _Exit(int status);
 
-int mt_service_report(const char *path, int fd)
+int mt_service_report(const char *path, int fd, int leaks)
 {
     if (!mt_active()) {
         errno = ENOSYS;
@@ -370,7 +416,8 @@ int mt_service_report(const char *path, int fd)
         .prog = prog,
         .seq = ++numbered,
         .when = "on request",
-        .base = snapshot_base,
+        .leaks = leaks,
+        .base = leaks ? NULL : snapshot_base,
         .since = "the snapshot",
     };
     const char *dest = path ? path : exit_destination();

@@ -168,7 +168,7 @@ int main(int argc, char **argv)
         printf("FAIL: dlopen: %s\n", dlerror());
         return 1;
     }
-    int (*attach)(void) = (int (*)(void))dlsym(lib, "mtrace_lib_attach");
+    int (*attach)(const char *) = (int (*)(const char *))dlsym(lib, "mtrace_lib_attach");
     int (*detach)(void) = (int (*)(void))dlsym(lib, "mtrace_lib_detach");
     void *hook = dlsym(lib, "malloc");
     void *(*volatile by_address)(size_t) = malloc;
@@ -182,11 +182,11 @@ int main(int argc, char **argv)
         pthread_create(&t[i], NULL, churn, (void *)(uintptr_t)(i + 1));
     int attached = 0, covered = 0, restored = 0, table_covered = 0;
     for (int r = 0; r < ROUNDS; r++) {
-        attached += attach() == 0;
+        attached += attach(NULL) == 0;
         by_address = malloc;
         covered += (void *)by_address == hook;
         table_covered += (void *)table_malloc == hook;
-        if (r == 0) check(attach() != 0, "a second attach is refused");
+        if (r == 0) check(attach(NULL) != 0, "a second attach is refused");
         usleep(2000);
         detach();
         by_address = malloc;
@@ -199,7 +199,7 @@ int main(int argc, char **argv)
     /* The thread that attached records its own calls afterwards (the attach held its guard). */
     int (*report)(int) = (int (*)(int))dlsym(lib, "mtrace_lib_report_fd");
     FILE *out = tmpfile();
-    check(attach() == 0, "attach once more");
+    check(attach(NULL) == 0, "attach once more");
     void *volatile mine = malloc(12345);
     check(report && out && report(fileno(out)) == 0, "a report is written while attached");
     char text[1 << 16] = {0};

@@ -92,11 +92,11 @@ defmodule Mtrace.Test.Report do
       live:
         amount(
           text,
-          ~r/^  (?:leaked at exit|live heap)(?: \(estimated\))?: (\d+) bytes in (\d+) blocks?(?: \(\d+ direct, \d+ indirect\))?$/m
+          ~r/^  (?:leaked at exit|lost now|live heap)(?: \(estimated\))?: (\d+) bytes in (\d+) blocks?(?: \(\d+ direct, \d+ indirect\))?$/m
         ),
       lost:
         case Regex.run(
-               ~r/^  leaked at exit: \d+ bytes in \d+ blocks? \((\d+) direct, (\d+) indirect\)$/m,
+               ~r/^  (?:leaked at exit|lost now): \d+ bytes in \d+ blocks? \((\d+) direct, (\d+) indirect\)$/m,
                text
              ) do
           [_, d, i] -> {String.to_integer(d), String.to_integer(i)}
@@ -107,7 +107,7 @@ defmodule Mtrace.Test.Report do
           text,
           ~r/^  live at exit without a record \(table full; see MTRACE_SLOTS_MAX\): (\d+) bytes in (\d+) blocks?$/m
         ),
-      reachable: amount(text, ~r/^  still reachable at exit: (\d+) bytes in (\d+) blocks?$/m),
+      reachable: amount(text, ~r/^  still reachable (?:at exit|now): (\d+) bytes in (\d+) blocks?$/m),
       peak: number(text, ~r/^  peak live heap(?: \(estimated\))?: (\d+) bytes$/m),
       estimated:
         text =~

@@ -1,0 +1,243 @@
+defmodule Mtrace.AttachCliTest do
+  # bin/mtrace attach, report and detach on running C programs (test/report/attachprog.c),
+  # through gdb: what a user does to a program that was started without mtrace. The program
+  # checks what its allocator gives (errno, contents) and prints its counts; its last line and
+  # exit status must be the same as without mtrace.
+  use ExUnit.Case, async: true
+  import Mtrace.Test.Report
+
+  @moduletag timeout: 120_000
+  @done ~r/^attachprog: lost (\d+), errno changed 0, corrupt 0, children failed 0\n$/
+
+  setup_all do
+    build!()
+    :ok
+  end
+
+  # The program, started without mtrace; returns its port and pid.
+  defp start(args) do
+    port =
+      Port.open({:spawn_executable, bin("attachprog")}, [
+        :binary,
+        :exit_status,
+        :stderr_to_stdout,
+        args: args,
+        env: [{~c"LD_PRELOAD", false}]
+      ])
+
+    {:os_pid, pid} = Port.info(port, :os_pid)
+    {port, pid}
+  end
+
+  # Its output and exit status.
+  defp finish(port, out \\ "") do
+    receive do
+      {^port, {:data, data}} -> finish(port, out <> data)
+      {^port, {:exit_status, status}} -> {out, status}
+    after
+      30_000 -> flunk("attachprog did not end; it said #{inspect(out)}")
+    end
+  end
+
+  defp mtrace!(args) do
+    {out, status} = System.cmd(mtrace(), args, env: [{"LD_PRELOAD", nil}], stderr_to_stdout: true)
+    {out, status}
+  end
+
+  defp mapped?(pid), do: File.read!("/proc/#{pid}/maps") =~ "mtrace.so"
+
+  @tag :tmp_dir
+  test "attach to a leaking program: a report names the blocks lost since with their stacks and those lost before without; detach; it ends as it would have",
+       %{tmp_dir: dir} do
+    {port, pid} = start(["4"])
+    Process.sleep(700)
+    refute mapped?(pid)
+
+    assert {"mtrace: attached to process " <> _, 0} =
+             mtrace!(["attach", "-o", Path.join(dir, "exit-%p.txt"), "#{pid}"])
+
+    Process.sleep(1000)
+    {out, 0} = mtrace!(["report", "#{pid}"])
+    r = report!(out)
+    assert r.title == "on request" and r.complete
+
+    # Every lost site is the program's own loss (nothing kept is called lost), with its stack
+    # since the attach; the losses from before it count in the totals without a site.
+    assert [site] = r.sites
+    assert ["malloc", "attach_lose", "main"] = names(site) |> Enum.take(3)
+    assert site.blocks >= 10 and site.bytes == site.blocks * 100
+    {_lost_bytes, lost_blocks} = r.live
+    assert lost_blocks >= site.blocks + 10
+    assert {_, kept} = r.reachable
+    assert kept >= 64
+
+    # A report the process cannot write says why; the errno of the failure stays in mtrace.
+    {out, 2} = mtrace!(["report", "-o", "/nonexistent/r.txt", "#{pid}"])
+
+    assert out ==
+             "mtrace: process #{pid} cannot write its report to /nonexistent/r.txt: " <>
+               "No such file or directory\n"
+
+    assert {"mtrace: detached from process #{pid}\n", 0} == mtrace!(["detach", "#{pid}"])
+    {out, status} = finish(port)
+    assert status == 7
+    assert [_, lost] = Regex.run(@done, out)
+    assert String.to_integer(lost) == 80
+    # A detached program writes no exit report.
+    assert File.ls!(dir) == []
+  end
+
+  @tag :tmp_dir
+  test "a program that ends while attached writes its exit report; forks are unharmed",
+       %{tmp_dir: dir} do
+    {port, pid} = start(["3", "fork"])
+    Process.sleep(500)
+    {_, 0} = mtrace!(["attach", "-o", Path.join(dir, "exit-%p.txt"), "#{pid}"])
+    {out, 7} = finish(port)
+    assert out =~ @done
+
+    # Only the attached process reports (its children exit without a report, as under run).
+    assert File.ls!(dir) == ["exit-#{pid}.txt"]
+    r = report!(File.read!(Path.join(dir, "exit-#{pid}.txt")))
+    assert r.title == "at exit" and r.complete
+    assert [site] = r.sites
+    assert "attach_lose" in names(site)
+    assert site.blocks >= 20
+  end
+
+  test "report and detach of a process mtrace is not attached to, and attach to a process that is gone" do
+    {port, pid} = start(["2"])
+    Process.sleep(300)
+    {out, 2} = mtrace!(["report", "#{pid}"])
+    assert out == "mtrace: mtrace is not attached to process #{pid} (nor preloaded)\n"
+    {out, 2} = mtrace!(["detach", "#{pid}"])
+    assert out == "mtrace: mtrace is not attached to process #{pid} (nor preloaded)\n"
+    {_, 7} = finish(port)
+    {out, 2} = mtrace!(["attach", "#{pid}"])
+    assert out == "mtrace: no process #{pid}\n"
+  end
+
+  test "report works in a program started under the preload, which cannot be detached" do
+    port =
+      Port.open({:spawn_executable, bin("attachprog")}, [
+        :binary,
+        :exit_status,
+        args: ["2"],
+        env: [{~c"LD_PRELOAD", String.to_charlist(so())}, {~c"MTRACE_REPORT", false}]
+      ])
+
+    {:os_pid, pid} = Port.info(port, :os_pid)
+    Process.sleep(800)
+    {out, 0} = mtrace!(["report", "#{pid}"])
+    r = report!(out)
+    assert [site] = r.sites
+    assert "attach_lose" in names(site)
+    # Preloaded, every block has its record: every lost block is in the site.
+    assert r.live == {site.bytes, site.blocks}
+    {out, 2} = mtrace!(["detach", "#{pid}"])
+    assert out =~ "mtrace: mtrace is preloaded in this process (LD_PRELOAD)"
+    assert {_, 7} = finish(port)
+  end
+
+  test "a program that calls no malloc is given up after --wait, and runs on untouched" do
+    # sleep(1) calls no malloc while it sleeps.
+    sleeper =
+      Port.open({:spawn_executable, System.find_executable("sleep")},
+        args: ["20"],
+        env: [{~c"LD_PRELOAD", false}]
+      )
+
+    {:os_pid, pid} = Port.info(sleeper, :os_pid)
+    {out, 2} = mtrace!(["attach", "--wait", "1", "#{pid}"])
+
+    assert out =~
+             ~r/^mtrace: gave up on process #{pid} \(no call to malloc within 1 s\); it runs on untouched/
+
+    refute mapped?(pid)
+    assert File.read!("/proc/#{pid}/status") =~ ~r/State:\s+S/
+    System.cmd("kill", ["#{pid}"])
+  end
+
+  test "a Ctrl-C while waiting for malloc gives up, and the process runs on untouched" do
+    sleeper =
+      Port.open({:spawn_executable, System.find_executable("sleep")},
+        args: ["20"],
+        env: [{~c"LD_PRELOAD", false}]
+      )
+
+    {:os_pid, target} = Port.info(sleeper, :os_pid)
+    # bin/mtrace in a process group of its own with SIGINT at its default, as a terminal runs it.
+    perl = System.find_executable("perl")
+
+    port =
+      Port.open({:spawn_executable, perl}, [
+        :binary,
+        :exit_status,
+        :stderr_to_stdout,
+        args: [
+          "-e",
+          ~s|use POSIX; setpgid(0, 0); $SIG{INT} = "DEFAULT"; exec @ARGV|,
+          mtrace(),
+          "attach",
+          "--wait",
+          "30",
+          "#{target}"
+        ],
+        env: [{~c"LD_PRELOAD", false}]
+      ])
+
+    {:os_pid, group} = Port.info(port, :os_pid)
+    Process.sleep(1500)
+    System.cmd("kill", ["-INT", "--", "-#{group}"])
+    {out, 2} = finish(port)
+    assert out =~ ~r/^mtrace: gave up on process #{target} \(interrupted\)/
+    refute mapped?(target)
+    assert File.read!("/proc/#{target}/status") =~ ~r/State:\s+S/
+    System.cmd("kill", ["#{target}"])
+  end
+
+  test "a static program is refused with its reason" do
+    port =
+      Port.open({:spawn_executable, bin("attachprog_static")}, [
+        :binary,
+        :exit_status,
+        args: ["2"]
+      ])
+
+    {:os_pid, pid} = Port.info(port, :os_pid)
+    Process.sleep(200)
+    {out, 2} = mtrace!(["attach", "#{pid}"])
+    assert out =~ ~r/^mtrace: process #{pid} has no glibc loaded \(a static program/
+    finish(port)
+  end
+
+  test "a user without the right to trace the process is told why" do
+    # A copy of the scripts and the library that the user nobody can read, outside the checkout.
+    copy = Path.join(System.tmp_dir!(), "mtrace-attach-#{System.unique_integer([:positive])}")
+    File.mkdir_p!(Path.join(copy, "bin"))
+    File.mkdir_p!(Path.join(copy, "priv"))
+
+    for f <- ~w(mtrace mtrace-attach.sh),
+        do: File.cp!(Path.join(root(), "bin/#{f}"), Path.join(copy, "bin/#{f}"))
+
+    File.cp!(so(), Path.join(copy, "priv/mtrace.so"))
+    System.cmd("chmod", ["-R", "a+rX", copy])
+
+    {port, pid} = start(["2"])
+    Process.sleep(200)
+
+    {out, 2} =
+      System.cmd("su", ["-s", "/bin/sh", "nobody", "-c", "#{copy}/bin/mtrace attach #{pid}"],
+        env: [{"LD_PRELOAD", nil}],
+        stderr_to_stdout: true
+      )
+
+    assert out ==
+             "mtrace: cannot attach to #{pid}: process #{pid} runs as user root and this as " <>
+               "user nobody: run mtrace as that user or as root\n"
+
+    refute mapped?(pid)
+    {_, 7} = finish(port)
+    File.rm_rf!(copy)
+  end
+end
