@@ -1,7 +1,9 @@
 # Run by bin/bench as `mix run bench/churn.exs ROUNDS REPS` (MIX_ENV=test, for the test NIF):
 # malloc+free pairs made by a NIF inside the BEAM, test/support/c_src/leaky.c's churn (a ring of
 # 64 blocks of 100..163 bytes), on a dirty scheduler. Prints the median and the best of REPS.
+# With MBENCH_ATTACH set, in a node started without the preload, mtrace is attached first.
 [rounds, reps] = Enum.map(System.argv(), &String.to_integer/1)
+if System.get_env("MBENCH_ATTACH"), do: :ok = Mtrace.attach()
 
 times =
   for _ <- 1..reps do

@@ -5,9 +5,12 @@
  * unwinder has a real stack to walk. `leak` blocks are allocated first and never freed (for RSS,
  * and for the time a tracer takes to keep a large live set: ns_per_leak). Prints one line of
  * key=value pairs; ns_per_pair is the median over the repetitions of the wall time of one
- * repetition divided by its iterations.
+ * repetition divided by its iterations. With MBENCH_ATTACH=path, the program first dlopens that
+ * mtrace.so and attaches it (attach.h), as `bin/mtrace attach` would, and says how long the
+ * attach took (attach_us): the pairs then measure the hot path of an attached process.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -165,6 +168,21 @@ int main(int argc, char **argv)
         depth > MAX_DEPTH || live < 1 || leak < 0 || reps < 1 || reps > MAX_REPS)
         usage();
 
+    double attach_us = 0;
+    const char *lib = getenv("MBENCH_ATTACH");
+    if (lib) {
+        uint64_t t0 = now_ns();
+        void *h = dlopen(lib, RTLD_NOW);
+        int (*attach)(const char *) = h ? (int (*)(const char *))dlsym(h, "mtrace_lib_attach") : 0;
+        int e = attach ? attach(NULL) : -1;
+        if (e != 0) {
+            fprintf(stderr, "mbench: cannot attach %s (%s, error %d)\n", lib,
+                    h ? "loaded" : dlerror(), e);
+            return 1;
+        }
+        attach_us = (double)(now_ns() - t0) / 1000;
+    }
+
     /* Leaked from a fixed small size: only the tracer's share of RSS should vary with it. */
     uint64_t leak_start = now_ns();
     for (long i = 0; i < leak; i++)
@@ -203,7 +221,7 @@ int main(int argc, char **argv)
     double per = iters ? (double)ns[reps / 2] / (double)iters : 0;
     double best = iters ? (double)ns[0] / (double)iters : 0;
     printf("mbench threads=%d iters=%ld depth=%d live=%ld leak=%ld reps=%d ns_per_pair=%.2f "
-           "ns_per_pair_min=%.2f ns_per_leak=%.2f rss_kb=%ld\n",
-           threads, iters, depth, live, leak, reps, per, best, per_leak, rss);
+           "ns_per_pair_min=%.2f ns_per_leak=%.2f rss_kb=%ld attach_us=%.0f\n",
+           threads, iters, depth, live, leak, reps, per, best, per_leak, rss, attach_us);
     return 0;
 }
