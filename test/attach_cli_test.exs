@@ -14,20 +14,22 @@ defmodule Mtrace.AttachCliTest do
     :ok
   end
 
-  # The program, started without mtrace; returns its port and pid.
-  defp start(args) do
+  # A program started without mtrace (unless env says otherwise); returns its port and pid.
+  defp start(args, program \\ bin("attachprog"), env \\ []) do
     port =
-      Port.open({:spawn_executable, bin("attachprog")}, [
+      Port.open({:spawn_executable, program}, [
         :binary,
         :exit_status,
         :stderr_to_stdout,
         args: args,
-        env: [{~c"LD_PRELOAD", false}]
+        env: [{~c"LD_PRELOAD", false} | env]
       ])
 
     {:os_pid, pid} = Port.info(port, :os_pid)
     {port, pid}
   end
+
+  defp sleeper, do: start(["20"], System.find_executable("sleep"))
 
   # Its output and exit status.
   defp finish(port, out \\ "") do
@@ -118,15 +120,12 @@ defmodule Mtrace.AttachCliTest do
   end
 
   test "report works in a program started under the preload, which cannot be detached" do
-    port =
-      Port.open({:spawn_executable, bin("attachprog")}, [
-        :binary,
-        :exit_status,
-        args: ["2"],
-        env: [{~c"LD_PRELOAD", String.to_charlist(so())}, {~c"MTRACE_REPORT", false}]
+    {port, pid} =
+      start(["2"], bin("attachprog"), [
+        {~c"LD_PRELOAD", String.to_charlist(so())},
+        {~c"MTRACE_REPORT", false}
       ])
 
-    {:os_pid, pid} = Port.info(port, :os_pid)
     Process.sleep(800)
     {out, 0} = mtrace!(["report", "#{pid}"])
     r = report!(out)
@@ -141,13 +140,7 @@ defmodule Mtrace.AttachCliTest do
 
   test "a program that calls no malloc is given up after --wait, and runs on untouched" do
     # sleep(1) calls no malloc while it sleeps.
-    sleeper =
-      Port.open({:spawn_executable, System.find_executable("sleep")},
-        args: ["20"],
-        env: [{~c"LD_PRELOAD", false}]
-      )
-
-    {:os_pid, pid} = Port.info(sleeper, :os_pid)
+    {_, pid} = sleeper()
     {out, 2} = mtrace!(["attach", "--wait", "1", "#{pid}"])
 
     assert out =~
@@ -159,34 +152,16 @@ defmodule Mtrace.AttachCliTest do
   end
 
   test "a Ctrl-C while waiting for malloc gives up, and the process runs on untouched" do
-    sleeper =
-      Port.open({:spawn_executable, System.find_executable("sleep")},
-        args: ["20"],
-        env: [{~c"LD_PRELOAD", false}]
+    {_, target} = sleeper()
+    # bin/mtrace in a process group of its own with SIGINT at its default, as a terminal runs it.
+    wrapper = ~s|use POSIX; setpgid(0, 0); $SIG{INT} = "DEFAULT"; exec @ARGV|
+
+    {port, group} =
+      start(
+        ["-e", wrapper, mtrace(), "attach", "--wait", "30", "#{target}"],
+        System.find_executable("perl")
       )
 
-    {:os_pid, target} = Port.info(sleeper, :os_pid)
-    # bin/mtrace in a process group of its own with SIGINT at its default, as a terminal runs it.
-    perl = System.find_executable("perl")
-
-    port =
-      Port.open({:spawn_executable, perl}, [
-        :binary,
-        :exit_status,
-        :stderr_to_stdout,
-        args: [
-          "-e",
-          ~s|use POSIX; setpgid(0, 0); $SIG{INT} = "DEFAULT"; exec @ARGV|,
-          mtrace(),
-          "attach",
-          "--wait",
-          "30",
-          "#{target}"
-        ],
-        env: [{~c"LD_PRELOAD", false}]
-      ])
-
-    {:os_pid, group} = Port.info(port, :os_pid)
     Process.sleep(1500)
     System.cmd("kill", ["-INT", "--", "-#{group}"])
     {out, 2} = finish(port)
@@ -197,14 +172,7 @@ defmodule Mtrace.AttachCliTest do
   end
 
   test "a static program is refused with its reason" do
-    port =
-      Port.open({:spawn_executable, bin("attachprog_static")}, [
-        :binary,
-        :exit_status,
-        args: ["2"]
-      ])
-
-    {:os_pid, pid} = Port.info(port, :os_pid)
+    {port, pid} = start(["2"], bin("attachprog_static"))
     Process.sleep(200)
     {out, 2} = mtrace!(["attach", "#{pid}"])
     assert out =~ ~r/^mtrace: process #{pid} has no glibc loaded \(a static program/
