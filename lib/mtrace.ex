@@ -204,7 +204,7 @@ defmodule Mtrace do
   """
   @spec leaks_info(keyword()) :: {[Site.t()], map()}
   def leaks_info(opts \\ []) do
-    opts = Options.validate!(:leaks, "Mtrace.leaks/1", opts)
+    opts = Options.validate!(:leaks, "Mtrace.leaks_info/1", opts)
 
     if opts[:nodes],
       do:
