@@ -214,6 +214,7 @@ defmodule Mtrace.FormatsTest do
 
   test "a text report's frames read back with their library, line, offset and unloaded state" do
     text = """
+    # mtrace report v1
     42 bytes in 2 blocks lost (2 direct, 0 indirect), site 1 of 1
         at 0x7f00000d601: malloc (hooks.c:73) /opt/m t/mtrace.so+0xd601
         by 0x7f100001234: operator()(int) (/usr/lib/libx.so)
@@ -222,7 +223,7 @@ defmodule Mtrace.FormatsTest do
         by 0x7f400000020: /tmp/old.so+0x20 [unloaded]
         by 0x7f500000030: ?? (unloaded or replaced)
         by 0x7f600000040: ?? (no module)
-        by 0x7f700000050: main (main.c:5)
+        by 0x7f700000050: main (main.c:5) /p/prog+0x50
     """
 
     assert [%Mtrace.Site{bytes: 42, blocks: 2, direct_blocks: 2, stack: stack}] =
@@ -284,8 +285,8 @@ defmodule Mtrace.FormatsTest do
                function: "main",
                file: "main.c",
                line: 5,
-               library: nil,
-               offset: nil,
+               library: "/p/prog",
+               offset: 0x50,
                unloaded: false
              }
            ]
@@ -295,6 +296,7 @@ defmodule Mtrace.FormatsTest do
 
   test "a text report's inlined functions read back as inlined frames of their caller's address" do
     text = """
+    # mtrace report v1
     10 bytes in 1 block lost (1 direct, 0 indirect), site 1 of 1
         at 0x7f00000d601: malloc (hooks.c:73) /m/mtrace.so+0xd601
         by 0x55000001234: inner (a.c:3) /p/prog+0x1234

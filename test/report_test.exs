@@ -328,7 +328,12 @@ defmodule Mtrace.ReportTest do
 
   test "MTRACE_REPORT=stderr writes the report after the program's own output" do
     {out, 7} = run(bin("leaky"), ["7"], [{"MTRACE_REPORT", "stderr"}])
-    assert String.starts_with?(out, "leaky: done\nmtrace report 1: leaky, pid ")
+
+    assert String.starts_with?(
+             out,
+             "leaky: done\n# mtrace report v1\nmtrace report 1: leaky, pid "
+           )
+
     assert report!(out).complete
   end
 

@@ -1,7 +1,8 @@
 defmodule Mtrace.CLI do
   @moduledoc false
   # bin/mtrace's conversions: a text report (what the library writes at exit or on a signal)
-  # into another format, by the writers of Mtrace.write/3.
+  # into another format, by the writers of Mtrace.write/3; a report of a format version this
+  # mtrace does not read is refused (Mtrace.Report).
 
   @spec convert([String.t()]) :: no_return()
   def convert(args) do
@@ -13,8 +14,8 @@ defmodule Mtrace.CLI do
 
     with [input] <- files,
          {:ok, format} <- format(opts[:format]),
-         {:ok, text} <- File.read(input) do
-      sites = Mtrace.Report.sites(text, reachable: opts[:reachable])
+         {:ok, text} <- File.read(input),
+         {:ok, sites} <- read(input, text, opts[:reachable]) do
       data = Mtrace.render(sites, format)
       write(opts[:output], data)
       System.halt(0)
@@ -23,6 +24,11 @@ defmodule Mtrace.CLI do
       {:error, message} -> die(message)
       _ -> die("expected one report file (see mtrace --help)")
     end
+  end
+
+  defp read(input, text, reachable) do
+    with {:error, reason} <- Mtrace.Report.read(text, reachable: reachable),
+         do: {:error, "#{input}: #{reason}"}
   end
 
   defp write(nil, data) do
