@@ -395,4 +395,60 @@ defmodule Mtrace.FormatsTest do
     assert_raise ArgumentError, ~r/format must be one of/, fn -> Mtrace.render([], :svg) end
     assert_raise ArgumentError, ~r/what must be/, fn -> Mtrace.write(path, :tree, what: :all) end
   end
+
+  # Adding a format is one line in Mtrace.Format's list: this test tells what else must name it.
+  test "each format of the one list is a writer of the behaviour, documented and offered by bin/mtrace",
+       %{sites: sites} do
+    {:docs_v1, _, _, _, _, _, docs} = Code.fetch_docs(Mtrace)
+    [write_doc] = for {{:function, :write, 3}, _, _, %{"en" => doc}, _} <- docs, do: doc
+    root = Path.expand("..", __DIR__)
+    {usage, 0} = System.cmd(Path.join(root, "bin/mtrace"), ["--help"], env: [{"LD_PRELOAD", nil}])
+    [_, offered] = Regex.run(~r/--format FORMAT(.*?)\n  --/s, usage)
+    readme = File.read!(Path.join(root, "README.md"))
+    names = Mtrace.Format.names()
+    assert names != [] and length(Enum.uniq(names)) == length(names)
+
+    for name <- names do
+      {:ok, writer} = Mtrace.Format.writer(name)
+      behaviours = writer.module_info(:attributes) |> Keyword.get_values(:behaviour)
+      assert Mtrace.Format in List.flatten(behaviours), "#{inspect(writer)}"
+      assert write_doc =~ "* `#{inspect(name)}` - ", "write/3's doc does not describe #{name}"
+      assert readme =~ "| `#{inspect(name)}` |", "README's table does not list #{name}"
+
+      assert usage =~ ~r/--format FORMAT.*\b#{name}\b/s,
+             "bin/mtrace --help does not offer #{name}"
+
+      assert IO.iodata_length(Mtrace.render(sites, name)) > 0
+    end
+
+    assert Mtrace.Format.writer(:svg) == :error and Mtrace.Format.writer("html") == :error
+  end
+
+  # One text of a frame: Format.label/2, which the writers use, and with where: true the Inspect
+  # of Mtrace.Frame; every kind of frame, in both.
+  test "a frame reads alike in the formats' labels and in Inspect" do
+    alias Mtrace.Frame
+    lib = "/usr/lib/x86_64-linux-gnu/libfoo.so.1"
+
+    frames = [
+      {%Frame{function: "f", file: "/src/a.c", line: 7, library: lib, offset: 0x1A2B},
+       "f (a.c:7)", "f (a.c:7) libfoo.so.1+0x1a2b"},
+      {%Frame{function: "g(int)", library: lib, offset: 0x10, inlined: true}, "g(int)",
+       "g(int) libfoo.so.1+0x10 inlined"},
+      {%Frame{library: lib, offset: 0xFF, unloaded: true}, "libfoo.so.1+0xff",
+       "?? libfoo.so.1+0xff unloaded"},
+      {%Frame{address: 0xABC, unloaded: :maybe}, "0xabc", "?? (unloaded or replaced) 0xabc"},
+      {%Frame{address: 0xDEF}, "0xdef", "?? 0xdef"},
+      {%Frame{kind: :erlang, module: Mtrace.Test.Chain, function: :c, arity: 1},
+       "Mtrace.Test.Chain.c/1", "Mtrace.Test.Chain.c/1 (Erlang)"},
+      {%Frame{kind: :erlang}, "(Erlang caller unknown)", "(Erlang caller unknown)"}
+    ]
+
+    for {frame, label, inspected} <- frames do
+      assert Mtrace.Format.label(frame) == label
+      assert inspect(frame) == "#Mtrace.Frame<#{inspected}>"
+    end
+
+    assert Mtrace.Format.label(hd(frames) |> elem(0), lines: false) == "f"
+  end
 end

@@ -52,7 +52,7 @@ defmodule Mtrace.FuzzTest do
     watch: [:interval, :n, :count, :group, :library, :function, :erlang],
     render: [:threshold, :title]
   }
-  @formats [:folded, :tree, :dot, :json, :html, :pprof]
+  @formats Mtrace.Format.names()
 
   # A value of key, and whether it is valid (invalid with probability bad).
   defp value(key, bad, ctx) do

@@ -39,12 +39,16 @@ defmodule Mtrace.CLI do
 
   defp write(path, data), do: File.write!(path, data)
 
-  @formats ~w(html folded pprof dot json tree)
+  defp format(name) do
+    case Enum.find(Mtrace.Format.names(), &(Atom.to_string(&1) == name)) do
+      nil ->
+        {:error,
+         "--format takes one of #{Enum.join(Mtrace.Format.names(), ", ")}, got: #{inspect(name)}"}
 
-  defp format(name) when name in @formats, do: {:ok, String.to_atom(name)}
-
-  defp format(name),
-    do: {:error, "--format takes one of #{Enum.join(@formats, ", ")}, got: #{inspect(name)}"}
+      format ->
+        {:ok, format}
+    end
+  end
 
   defp die(message) do
     IO.puts(:stderr, "mtrace: " <> message)
