@@ -186,7 +186,7 @@ static ErlNifFunc funcs[] = {
     {"dirty_alloc", 2, nif_alloc, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"release", 2, nif_release, 0},
     {"churn", 2, nif_churn, ERL_NIF_DIRTY_JOB_CPU_BOUND},
-    {"two_paths", 2, nif_two_paths, 0},
+    {"two_paths", 2, nif_two_paths, 0 /* both paths in one call: one thread's cache */},
 };
 
 ERL_NIF_INIT(Elixir.Mtrace.Test.Leaky, funcs, NULL, NULL, NULL, NULL)
