@@ -55,24 +55,23 @@ defmodule Mtrace.Report do
 
   # The lines of every report in lines (stderr may hold one of each process, and a program's own
   # output around them), each from after its header up to its end line.
-  defp body(lines) do
-    case Enum.drop_while(lines, &(not String.starts_with?(&1, @magic))) do
-      [] ->
+  defp body(lines), do: reports(lines, [])
+
+  defp reports(lines, done) do
+    case {Enum.drop_while(lines, &(not String.starts_with?(&1, @magic))), done} do
+      {[], []} ->
         {:error,
          "not an mtrace report: no #{inspect(@magic <> "#{@version}")} line (a report of an " <>
            "mtrace older than the versioned format, or another file)"}
 
-      [@magic <> version | rest] ->
+      {[], done} ->
+        {:ok, done |> Enum.reverse() |> Enum.concat()}
+
+      {[@magic <> version | rest], done} ->
         {report, after_it} =
           Enum.split_while(rest, &(not String.starts_with?(&1, "mtrace: end of report ")))
 
-        with :ok <- known(version) do
-          case body(after_it) do
-            {:ok, more} -> {:ok, report ++ more}
-            {:error, "not an mtrace report: no " <> _} -> {:ok, report}
-            error -> error
-          end
-        end
+        with :ok <- known(version), do: reports(after_it, [report | done])
     end
   end
 
@@ -87,7 +86,7 @@ defmodule Mtrace.Report do
            "read it with the mtrace that wrote it"}
 
       _ ->
-        {:error, "not an mtrace report: its first line is #{inspect(@magic <> version)}"}
+        {:error, "not an mtrace report: its header is #{inspect(@magic <> version)}"}
     end
   end
 
