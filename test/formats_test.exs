@@ -316,6 +316,33 @@ defmodule Mtrace.FormatsTest do
            ]
   end
 
+  test "a sampled report's reachable list, its head marked estimated, reads apart from the lost one" do
+    text = """
+    # mtrace report v1
+    mtrace report 1: prog, pid 7, at exit
+    leaks (estimated): 80 bytes in 1 block by call site, largest first (1 site):
+
+    80 bytes in 1 block lost (1 direct, 0 indirect), site 1 of 1
+        at 0x7f00000d601: malloc (hooks.c:73) /m/mtrace.so+0xd601
+
+    still reachable by calling function, largest first (1 function):
+      72704 bytes in 1 block from /usr/lib/libstdc++.so.6+0xa57ba
+
+    still reachable (estimated): 72704 bytes in 1 block by call site, largest first (1 site):
+
+    72704 bytes in 1 block, site 1 of 1
+        at 0x7f00000d601: malloc (hooks.c:73) /m/mtrace.so+0xd601
+        by 0x7f1000a57ba: /usr/lib/libstdc++.so.6+0xa57ba
+
+    mtrace: end of report 1
+    """
+
+    assert [%Mtrace.Site{bytes: 80, direct_blocks: 1}] = Mtrace.Report.sites(text)
+
+    assert [%Mtrace.Site{bytes: 72704, stack: [_, %{offset: 0xA57BA}]}] =
+             Mtrace.Report.sites(text, reachable: true)
+  end
+
   @tag :tmp_dir
   test "write/3 what: {:diff, mark} writes what grew since the mark", %{tmp_dir: dir} do
     mark = Mtrace.mark()
