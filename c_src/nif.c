@@ -644,9 +644,11 @@ static ERL_NIF_TERM frames(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         mt_guard_release();
         return enif_raise_exception(env, atom_enomem);
     }
+    int bad = 0;
     while (enif_get_list_cell(env, list, &head, &list)) {
         ErlNifUInt64 id;
-        if (!enif_get_uint64(env, head, &id) || id > mt_stack_count()) break;
+        /* Not a stack id: badarg, even for the list's last element (list is its tail already). */
+        if ((bad = !enif_get_uint64(env, head, &id) || id > mt_stack_count())) break;
         const uintptr_t *ips;
         int depth = id ? mt_stack_get((uint32_t)id, &ips) : 0;
         ERL_NIF_TERM f[MT_DEPTH_MAX * 4];
@@ -677,8 +679,9 @@ static ERL_NIF_TERM frames(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         }
         out[n++] = enif_make_list_from_array(env, f, nf);
     }
-    ERL_NIF_TERM result = enif_is_empty_list(env, list) ? enif_make_list_from_array(env, out, n)
-                                                        : enif_make_badarg(env);
+    ERL_NIF_TERM result = !bad && enif_is_empty_list(env, list)
+                              ? enif_make_list_from_array(env, out, n)
+                              : enif_make_badarg(env);
     enif_free(out);
     mt_guard_release();
     return result;

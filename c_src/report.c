@@ -460,7 +460,9 @@ static void list_count(struct mt_out *o, size_t n, size_t shown, const char *one
 
 static void title(struct mt_out *o, const struct mt_report_req *req)
 {
-    mt_out_str(o, "mtrace report ");
+    mt_out_str(o, MT_REPORT_MAGIC);
+    mt_out_u64(o, MT_REPORT_FORMAT);
+    mt_out_str(o, "\nmtrace report ");
     mt_out_u64(o, req->seq);
     mt_out_str(o, ": ");
     mt_out_str(o, req->prog);

@@ -1,5 +1,11 @@
 /* report.h: one text report of the heap, written to a file descriptor.
  *
+ * The report is for people and for programs (lib/mtrace/report.ex, bin/mtrace convert): its
+ * first line is MT_REPORT_MAGIC and the format's version, "# mtrace report v1", and every other
+ * line is one record of the grammar in docs/report-format.md. A change that a reader of the
+ * version before would misread raises MT_REPORT_FORMAT; readers refuse a version they do not
+ * know.
+ *
  * Two kinds. A live report lists the blocks live now, grouped by call site (identical stacks
  * merged, and stacks that look identical once cut to MTRACE_REPORT_DEPTH frames), largest bytes
  * first, after a summary: live bytes and blocks, peak, calls per intercepted function, records
@@ -36,6 +42,9 @@ struct mt_report_req {
     const char *since;     /* what base is: "start", "report 2", "the snapshot" */
     int advance;           /* with base: base is moved to now, in the same pass */
 };
+
+#define MT_REPORT_MAGIC "# mtrace report v"
+#define MT_REPORT_FORMAT 1
 
 int mt_report_write(int fd, const struct mt_report_req *req);
 

@@ -204,7 +204,7 @@ defmodule Mtrace do
   """
   @spec leaks_info(keyword()) :: {[Site.t()], map()}
   def leaks_info(opts \\ []) do
-    opts = Options.validate!(:leaks, "Mtrace.leaks/1", opts)
+    opts = Options.validate!(:leaks, "Mtrace.leaks_info/1", opts)
 
     if opts[:nodes],
       do:
@@ -544,15 +544,6 @@ defmodule Mtrace do
     :error, {:erpc, reason} -> {:error, reason}
   end
 
-  @formats %{
-    folded: Mtrace.Format.Folded,
-    tree: Mtrace.Format.Tree,
-    dot: Mtrace.Format.Dot,
-    json: Mtrace.Format.Json,
-    html: Mtrace.Format.Html,
-    pprof: Mtrace.Format.Pprof
-  }
-
   @doc """
   Writes sites to `path` in a format that people's own tools open, and returns `:ok` or
   `{:error, reason}` (the file could not be written).
@@ -659,13 +650,13 @@ defmodule Mtrace do
   end
 
   defp writer!(name, format) do
-    case Map.fetch(@formats, format) do
+    case Mtrace.Format.writer(format) do
       {:ok, writer} ->
         writer
 
       :error ->
         raise ArgumentError,
-              "#{name}: format must be one of #{@formats |> Map.keys() |> Enum.sort() |> inspect()}, " <>
+              "#{name}: format must be one of #{Mtrace.Format.names() |> Enum.sort() |> inspect()}, " <>
                 "got: #{inspect(format)}"
     end
   end

@@ -256,7 +256,7 @@ defmodule Mtrace.ErlangTest do
     sites = Mtrace.top(1_000_000, erlang: "Mtrace.Test.Chain:c")
     none = Mtrace.top(1_000_000, erlang: "Mtrace.Test.Chain:c/2")
     rendered =
-      for format <- [:folded, :tree, :dot, :json, :html, :pprof] do
+      for format <- Mtrace.Format.names() do
         text = IO.iodata_to_binary(Mtrace.render(sites, format))
         text = if format == :pprof, do: :zlib.gunzip(text), else: text
         {format, text =~ "Mtrace.Test.Chain.c/1"}

@@ -214,6 +214,7 @@ defmodule Mtrace.FormatsTest do
 
   test "a text report's frames read back with their library, line, offset and unloaded state" do
     text = """
+    # mtrace report v1
     42 bytes in 2 blocks lost (2 direct, 0 indirect), site 1 of 1
         at 0x7f00000d601: malloc (hooks.c:73) /opt/m t/mtrace.so+0xd601
         by 0x7f100001234: operator()(int) (/usr/lib/libx.so)
@@ -222,7 +223,7 @@ defmodule Mtrace.FormatsTest do
         by 0x7f400000020: /tmp/old.so+0x20 [unloaded]
         by 0x7f500000030: ?? (unloaded or replaced)
         by 0x7f600000040: ?? (no module)
-        by 0x7f700000050: main (main.c:5)
+        by 0x7f700000050: main (main.c:5) /p/prog+0x50
     """
 
     assert [%Mtrace.Site{bytes: 42, blocks: 2, direct_blocks: 2, stack: stack}] =
@@ -284,8 +285,8 @@ defmodule Mtrace.FormatsTest do
                function: "main",
                file: "main.c",
                line: 5,
-               library: nil,
-               offset: nil,
+               library: "/p/prog",
+               offset: 0x50,
                unloaded: false
              }
            ]
@@ -295,6 +296,7 @@ defmodule Mtrace.FormatsTest do
 
   test "a text report's inlined functions read back as inlined frames of their caller's address" do
     text = """
+    # mtrace report v1
     10 bytes in 1 block lost (1 direct, 0 indirect), site 1 of 1
         at 0x7f00000d601: malloc (hooks.c:73) /m/mtrace.so+0xd601
         by 0x55000001234: inner (a.c:3) /p/prog+0x1234
@@ -312,6 +314,33 @@ defmodule Mtrace.FormatsTest do
              {"outer", false},
              {"main", false}
            ]
+  end
+
+  test "a sampled report's reachable list, its head marked estimated, reads apart from the lost one" do
+    text = """
+    # mtrace report v1
+    mtrace report 1: prog, pid 7, at exit
+    leaks (estimated): 80 bytes in 1 block by call site, largest first (1 site):
+
+    80 bytes in 1 block lost (1 direct, 0 indirect), site 1 of 1
+        at 0x7f00000d601: malloc (hooks.c:73) /m/mtrace.so+0xd601
+
+    still reachable by calling function, largest first (1 function):
+      72704 bytes in 1 block from /usr/lib/libstdc++.so.6+0xa57ba
+
+    still reachable (estimated): 72704 bytes in 1 block by call site, largest first (1 site):
+
+    72704 bytes in 1 block, site 1 of 1
+        at 0x7f00000d601: malloc (hooks.c:73) /m/mtrace.so+0xd601
+        by 0x7f1000a57ba: /usr/lib/libstdc++.so.6+0xa57ba
+
+    mtrace: end of report 1
+    """
+
+    assert [%Mtrace.Site{bytes: 80, direct_blocks: 1}] = Mtrace.Report.sites(text)
+
+    assert [%Mtrace.Site{bytes: 72704, stack: [_, %{offset: 0xA57BA}]}] =
+             Mtrace.Report.sites(text, reachable: true)
   end
 
   @tag :tmp_dir
@@ -392,5 +421,61 @@ defmodule Mtrace.FormatsTest do
     File.rm!(path)
     assert_raise ArgumentError, ~r/format must be one of/, fn -> Mtrace.render([], :svg) end
     assert_raise ArgumentError, ~r/what must be/, fn -> Mtrace.write(path, :tree, what: :all) end
+  end
+
+  # Adding a format is one line in Mtrace.Format's list: this test tells what else must name it.
+  test "each format of the one list is a writer of the behaviour, documented and offered by bin/mtrace",
+       %{sites: sites} do
+    {:docs_v1, _, _, _, _, _, docs} = Code.fetch_docs(Mtrace)
+    [write_doc] = for {{:function, :write, 3}, _, _, %{"en" => doc}, _} <- docs, do: doc
+    root = Path.expand("..", __DIR__)
+    {usage, 0} = System.cmd(Path.join(root, "bin/mtrace"), ["--help"], env: [{"LD_PRELOAD", nil}])
+    [_, offered] = Regex.run(~r/--format FORMAT(.*?)\n  --/s, usage)
+    readme = File.read!(Path.join(root, "README.md"))
+    names = Mtrace.Format.names()
+    assert names != [] and length(Enum.uniq(names)) == length(names)
+
+    for name <- names do
+      {:ok, writer} = Mtrace.Format.writer(name)
+      behaviours = writer.module_info(:attributes) |> Keyword.get_values(:behaviour)
+      assert Mtrace.Format in List.flatten(behaviours), "#{inspect(writer)}"
+      assert write_doc =~ "* `#{inspect(name)}` - ", "write/3's doc does not describe #{name}"
+      assert readme =~ "| `#{inspect(name)}` |", "README's table does not list #{name}"
+
+      assert usage =~ ~r/--format FORMAT.*\b#{name}\b/s,
+             "bin/mtrace --help does not offer #{name}"
+
+      assert IO.iodata_length(Mtrace.render(sites, name)) > 0
+    end
+
+    assert Mtrace.Format.writer(:svg) == :error and Mtrace.Format.writer("html") == :error
+  end
+
+  # One text of a frame: Format.label/2, which the writers use, and with where: true the Inspect
+  # of Mtrace.Frame; every kind of frame, in both.
+  test "a frame reads alike in the formats' labels and in Inspect" do
+    alias Mtrace.Frame
+    lib = "/usr/lib/x86_64-linux-gnu/libfoo.so.1"
+
+    frames = [
+      {%Frame{function: "f", file: "/src/a.c", line: 7, library: lib, offset: 0x1A2B},
+       "f (a.c:7)", "f (a.c:7) libfoo.so.1+0x1a2b"},
+      {%Frame{function: "g(int)", library: lib, offset: 0x10, inlined: true}, "g(int)",
+       "g(int) libfoo.so.1+0x10 inlined"},
+      {%Frame{library: lib, offset: 0xFF, unloaded: true}, "libfoo.so.1+0xff",
+       "?? libfoo.so.1+0xff unloaded"},
+      {%Frame{address: 0xABC, unloaded: :maybe}, "0xabc", "?? (unloaded or replaced) 0xabc"},
+      {%Frame{address: 0xDEF}, "0xdef", "?? 0xdef"},
+      {%Frame{kind: :erlang, module: Mtrace.Test.Chain, function: :c, arity: 1},
+       "Mtrace.Test.Chain.c/1", "Mtrace.Test.Chain.c/1 (Erlang)"},
+      {%Frame{kind: :erlang}, "(Erlang caller unknown)", "(Erlang caller unknown)"}
+    ]
+
+    for {frame, label, inspected} <- frames do
+      assert Mtrace.Format.label(frame) == label
+      assert inspect(frame) == "#Mtrace.Frame<#{inspected}>"
+    end
+
+    assert Mtrace.Format.label(hd(frames) |> elem(0), lines: false) == "f"
   end
 end

@@ -1,7 +1,7 @@
 defmodule Mtrace.ModesTest do
   # The unwinding modes find the same leaks with the same stacks where frame pointers exist (the
   # test NIF is built -O0, with them), and the per-thread stack cache never hands a stack to a
-  # call made from a different path.
+  # call made from a different path with the same key (return address and stack pointer).
   use ExUnit.Case, async: true
   import Mtrace.Test.Helpers
 
@@ -11,10 +11,11 @@ defmodule Mtrace.ModesTest do
   alias Mtrace.Test.Leaky
   Mtrace.reset()
   first = for _ <- 1..3, do: Leaky.alloc(:malloc, 111)
-  # The same call site of malloc reached through nif_churn: the cache must not reuse nif_alloc's.
-  Leaky.churn(100, 64)
+  # One call of malloc by two paths with one cache key, path_a's walked and cached (20 calls,
+  # past the 16 misses after which libunwind's exact walk runs): path_b's must not get its stack.
+  paths = Leaky.two_paths(20, 333)
   other = Leaky.alloc(:cxx_new, 222)
-  wanted = [other | first]
+  wanted = [other | first ++ paths]
   for {_, size, addr, _, stack} <- Mtrace.olds(1_000_000, false), addr in wanted do
     frames = Enum.map_join(stack, ";", fn {lib, name} -> "\#{Path.basename(lib)}:\#{name}"; nil -> "?" end)
     IO.puts("record \#{size} \#{frames}")
@@ -28,7 +29,7 @@ defmodule Mtrace.ModesTest do
       [size, frames] = String.split(rest, " ", parts: 2)
       # Up to the NIF's entry: beyond it lies the BEAM, built without frame pointers.
       {ours, [entry | _]} =
-        Enum.split_while(String.split(frames, ";"), &(&1 != "leaky.so:nif_alloc"))
+        Enum.split_while(String.split(frames, ";"), &(not (&1 =~ ~r/^leaky.so:nif_/)))
 
       {String.to_integer(size), ours ++ [entry]}
     end
@@ -43,16 +44,21 @@ defmodule Mtrace.ModesTest do
              {111, ["mtrace.so:malloc", "leaky.so:leak_malloc", "leaky.so:nif_alloc"]},
              {111, ["mtrace.so:malloc", "leaky.so:leak_malloc", "leaky.so:nif_alloc"]},
              {111, ["mtrace.so:malloc", "leaky.so:leak_malloc", "leaky.so:nif_alloc"]},
-             {222, ["mtrace.so:malloc", "libstdc++.so.6:_Znwm" | _]}
+             {222, ["mtrace.so:malloc", "libstdc++.so.6:_Znwm" | _]},
+             {333, ["mtrace.so:malloc", "leaky.so:leak_malloc", "leaky.so:path_a", nif]},
+             {333, ["mtrace.so:malloc", "leaky.so:leak_malloc", "leaky.so:path_b", nif]}
            ] = libunwind
+
+    assert nif == "leaky.so:nif_two_paths"
 
     # Every frame on the C path keeps a frame pointer: the stacks are equal.
     assert Enum.take(fp, 3) == Enum.take(libunwind, 3)
+    assert Enum.drop(fp, 4) == Enum.drop(libunwind, 4)
 
     # libstdc++'s operator new keeps none, so a frame-pointer walk loses the frame that called it
     # (it is libunwind that sees leaky::cxx_new); what it keeps is in libunwind's order.
-    [{222, fp_cxx}] = Enum.drop(fp, 3)
-    [{222, unwound_cxx}] = Enum.drop(libunwind, 3)
+    {222, fp_cxx} = Enum.at(fp, 3)
+    {222, unwound_cxx} = Enum.at(libunwind, 3)
     assert fp_cxx -- unwound_cxx == []
     assert Enum.filter(unwound_cxx, &(&1 in fp_cxx)) == fp_cxx
     assert hd(fp_cxx) == "mtrace.so:malloc" and List.last(fp_cxx) == "leaky.so:nif_alloc"

@@ -117,6 +117,50 @@ defmodule Mtrace.RunTest do
              mtrace(["convert", "--format", "svg", text])
   end
 
+  @tag :tmp_dir
+  test "convert reads the versioned report: every site and frame, and refuses a version it does not know",
+       %{tmp_dir: dir} do
+    text = Path.join(dir, "report.txt")
+    {_, 0} = mtrace(["run", "--reachable", "-o", text, "--", bin("leaky"), "0", "5"])
+    report = File.read!(text)
+    assert hd(String.split(report, "\n")) == "# mtrace report v#{Mtrace.Report.version()}"
+
+    # Through convert to folded stacks and back: the sites, frames and bytes that the tests' own
+    # reader (its regexes) finds in the report, lost and reachable alike.
+    r = report!(report)
+
+    for {sites, args} <- [{r.sites, []}, {r.reachable_sites, ["--reachable"]}] do
+      {folded, 0} = mtrace(["convert", "--format", "folded" | args] ++ [text])
+
+      expected =
+        for site <- sites,
+            do:
+              "#{site.frames |> Enum.reverse() |> Enum.map_join(";", &elem(&1, 0))} #{site.bytes}"
+
+      # The tests' reader names a frame without a function "??"; folded, library+0xoffset.
+      read =
+        for line <- String.split(folded, "\n", trim: true),
+            do: Regex.replace(~r/[^;]+\+0x[0-9a-f]+(?=;| )/, line, "??")
+
+      assert length(sites) > 0
+      assert Enum.sort(read) == Enum.sort(expected)
+    end
+
+    # A report of a later format is refused, not misread; so is a text without the header.
+    later = String.replace(report, "# mtrace report v1", "# mtrace report v2")
+    File.write!(text <> ".v2", later)
+    {out, 2} = mtrace(["convert", "--format", "folded", text <> ".v2"])
+
+    assert out ==
+             "mtrace: #{text}.v2: the report is in format v2, newer than this mtrace reads (v1): " <>
+               "read it with the mtrace that wrote it\n"
+
+    assert {:error, "the report is in format v2" <> _} = Mtrace.Report.read(later)
+    File.write!(text <> ".old", String.replace(report, "# mtrace report v1\n", ""))
+    {out, 2} = mtrace(["convert", "--format", "folded", text <> ".old"])
+    assert out =~ ~r/^mtrace: .*\.old: not an mtrace report: no "# mtrace report v1" line/
+  end
+
   # The text report names the library of a frame with a source line after the line; without it
   # the pictures would colour leaky's frames as unknown, and pprof would map none of them.
   @tag :tmp_dir

@@ -172,18 +172,41 @@ defmodule Mtrace.ReportTest do
     # fit.
     small = leaky_report(dir, ["0", "40"], [{"MTRACE_SLOTS", "16"}, {"MTRACE_SLOTS_MAX", "16"}])
     full = leaky_report(Path.join(dir, "full") |> tap(&File.mkdir_p!/1), ["0", "40"])
-    assert full.dropped == 0 and small.dropped > 0 and full.untabled == nil
+    dropped = small.dropped
+    assert full.dropped == 0 and dropped > 0 and full.untabled == nil
+
+    # Each figure against what leaky did: @leaks and 40 blocks of leak_many, lost, the list's
+    # two nodes behind its head indirectly; the C++ runtime's pool still reachable.
+    assert full.live == {@leaked_bytes + 16 * 40, @leaked_blocks + 40}
+    assert full.lost == {@leaked_blocks + 40 - 2, 2}
+
+    assert full.reachable ==
+             leaky_report(Path.join(dir, "plain") |> tap(&File.mkdir_p!/1)).reachable
+
+    assert full.unrecorded == nil
+
     # With records missing, the exit report walks glibc's heap: the dropped blocks are lost as in
-    # the full table, each counted by its usable size (24 bytes for 16 asked for), and nothing
-    # reachable is miscalled lost.
-    {small_bytes, small_blocks} = small.live
-    {full_bytes, full_blocks} = full.live
-    assert small_blocks == full_blocks
-    assert small_bytes == full_bytes + 8 * small.dropped
-    {_, small_kept} = small.reachable
+    # the full table, each counted by its usable size (24 bytes for 16 asked for), in no site.
+    assert small.live == {@leaked_bytes + 16 * (40 - dropped) + 24 * dropped, @leaked_blocks + 40}
+    assert small.lost == full.lost
+    assert small.untabled == {16 * dropped, dropped}
+
+    # Every other block the walk found without a record (mtrace's own, made while it ran) is
+    # reachable, and nothing the program can reach is called lost.
     {_, full_kept} = full.reachable
-    assert small_kept >= full_kept
-    assert small.untabled == {16 * small.dropped, small.dropped}
+    {_, small_kept} = small.reachable
+    assert small.unrecorded >= dropped
+    assert small_kept == full_kept + small.unrecorded - dropped
+
+    # The sites hold the recorded blocks only: leak_many's 40 less the dropped ones.
+    for r <- [small, full] do
+      kept = 40 - r.dropped
+      assert {site!(r, "leak_many").bytes, site!(r, "leak_many").blocks} == {16 * kept, kept}
+
+      for {fun, bytes, blocks, _} <- @leaks,
+          do: assert({site!(r, fun).bytes, site!(r, fun).blocks} == {bytes, blocks}, fun)
+    end
+
     assert small.peak == full.peak
   end
 
@@ -305,7 +328,12 @@ defmodule Mtrace.ReportTest do
 
   test "MTRACE_REPORT=stderr writes the report after the program's own output" do
     {out, 7} = run(bin("leaky"), ["7"], [{"MTRACE_REPORT", "stderr"}])
-    assert String.starts_with?(out, "leaky: done\nmtrace report 1: leaky, pid ")
+
+    assert String.starts_with?(
+             out,
+             "leaky: done\n# mtrace report v1\nmtrace report 1: leaky, pid "
+           )
+
     assert report!(out).complete
   end
 

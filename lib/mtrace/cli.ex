@@ -1,7 +1,8 @@
 defmodule Mtrace.CLI do
   @moduledoc false
   # bin/mtrace's conversions: a text report (what the library writes at exit or on a signal)
-  # into another format, by the writers of Mtrace.write/3.
+  # into another format, by the writers of Mtrace.write/3; a report of a format version this
+  # mtrace does not read is refused (Mtrace.Report).
 
   @spec convert([String.t()]) :: no_return()
   def convert(args) do
@@ -13,8 +14,8 @@ defmodule Mtrace.CLI do
 
     with [input] <- files,
          {:ok, format} <- format(opts[:format]),
-         {:ok, text} <- File.read(input) do
-      sites = Mtrace.Report.sites(text, reachable: opts[:reachable])
+         {:ok, text} <- File.read(input),
+         {:ok, sites} <- read(input, text, opts[:reachable]) do
       data = Mtrace.render(sites, format)
       write(opts[:output], data)
       System.halt(0)
@@ -25,6 +26,11 @@ defmodule Mtrace.CLI do
     end
   end
 
+  defp read(input, text, reachable) do
+    with {:error, reason} <- Mtrace.Report.read(text, reachable: reachable),
+         do: {:error, "#{input}: #{reason}"}
+  end
+
   defp write(nil, data) do
     # The bytes as they are: a unicode standard output would encode them once more.
     :ok = :io.setopts(:standard_io, encoding: :latin1)
@@ -33,12 +39,16 @@ defmodule Mtrace.CLI do
 
   defp write(path, data), do: File.write!(path, data)
 
-  @formats ~w(html folded pprof dot json tree)
+  defp format(name) do
+    case Enum.find(Mtrace.Format.names(), &(Atom.to_string(&1) == name)) do
+      nil ->
+        {:error,
+         "--format takes one of #{Enum.join(Mtrace.Format.names(), ", ")}, got: #{inspect(name)}"}
 
-  defp format(name) when name in @formats, do: {:ok, String.to_atom(name)}
-
-  defp format(name),
-    do: {:error, "--format takes one of #{Enum.join(@formats, ", ")}, got: #{inspect(name)}"}
+      format ->
+        {:ok, format}
+    end
+  end
 
   defp die(message) do
     IO.puts(:stderr, "mtrace: " <> message)

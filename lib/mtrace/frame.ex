@@ -60,7 +60,8 @@ end
 
 defimpl Inspect, for: Mtrace.Frame do
   # One line a frame, as valgrind prints one: the function, its source line, then where its code
-  # is. The fields are all still there: frame.library, frame.offset, ...
+  # is (Mtrace.Format.label/2, the one text of a frame). The fields are all still there:
+  # frame.library, frame.offset, ...
   def inspect(%{kind: :erlang, function: nil} = frame, _opts),
     do: "#Mtrace.Frame<#{Mtrace.Format.label(frame)}>"
 
@@ -68,20 +69,10 @@ defimpl Inspect, for: Mtrace.Frame do
     do: "#Mtrace.Frame<#{Mtrace.Format.label(frame)} (Erlang)>"
 
   def inspect(frame, _opts) do
-    where =
-      cond do
-        frame.library -> "#{Path.basename(frame.library)}+#{hex(frame.offset)}"
-        frame.unloaded == :maybe -> "(unloaded or replaced) #{hex(frame.address)}"
-        true -> hex(frame.address)
-      end
-
-    source = if frame.file, do: " (#{Path.basename(frame.file)}:#{frame.line})", else: ""
     notes = if(frame.inlined, do: " inlined", else: "") <> unloaded(frame.unloaded)
-    "#Mtrace.Frame<#{frame.function || "??"}#{source} #{where}#{notes}>"
+    "#Mtrace.Frame<#{Mtrace.Format.label(frame, where: true)}#{notes}>"
   end
 
   defp unloaded(true), do: " unloaded"
   defp unloaded(_), do: ""
-
-  defp hex(n), do: "0x" <> String.downcase(Integer.to_string(n, 16))
 end

@@ -148,16 +148,24 @@ defmodule Mtrace.Options do
        when is_integer(value) and value >= 0 and value <= @max_u64,
        do: value
 
-  defp check!(_name, :library, value) when is_nil(value) or is_binary(value), do: value
+  # The texts the NIF reads into buffers of 1024 bytes (nif.c, get_text), as C strings.
+  defp check!(name, key, value)
+       when key in [:library, :function] and
+              (is_nil(value) or (is_binary(value) and byte_size(value) < 1024)) do
+    if value && String.contains?(value, <<0>>), do: raise_bad(name, key, value), else: value
+  end
 
-  defp check!(_name, :erlang, value)
+  defp check!(_name, :function, %Regex{} = value), do: value
+
+  # Module and function become atoms (erlang_mfa/1): 255 characters at most.
+  defp check!(name, :erlang, value)
        when is_nil(value) or
-              (is_binary(value) and value != "" and binary_part(value, 0, 1) != ":"),
-       do: value
-
-  defp check!(_name, :function, value)
-       when is_nil(value) or is_binary(value) or is_struct(value, Regex),
-       do: value
+              (is_binary(value) and value != "" and byte_size(value) < 1024 and
+                 binary_part(value, 0, 1) != ":") do
+    if value && (String.contains?(value, <<0>>) or not atom_sized?(value)),
+      do: raise_bad(name, :erlang, value),
+      else: value
+  end
 
   defp check!(_name, :nodes, value) when is_nil(value), do: value
 
@@ -202,7 +210,12 @@ defmodule Mtrace.Options do
 
   defp check!(_name, :unwind, value) when value in [nil, :libunwind, :fp, :erlang], do: value
 
-  defp check!(name, key, value) do
+  defp check!(name, key, value), do: raise_bad(name, key, value)
+
+  defp atom_sized?(text),
+    do: text |> String.split(["/", ":"]) |> Enum.all?(&(String.length(&1) <= 255))
+
+  defp raise_bad(name, key, value) do
     expected =
       case key do
         k when k in [:min_age, :max_age] ->
@@ -212,13 +225,13 @@ defmodule Mtrace.Options do
           "a number of bytes, 0 or more"
 
         :library ->
-          "a string or nil"
+          "a string or nil (a string of under 1024 bytes, without NUL)"
 
         :erlang ->
-          ~s(a string, "Mod", "Mod:fun" or "Mod:fun/arity", or nil)
+          ~s[a string, "Mod", "Mod:fun" or "Mod:fun/arity" (names of 255 characters at most), or nil]
 
         :function ->
-          "a string, a Regex or nil"
+          "a string, a Regex or nil (a string of under 1024 bytes, without NUL)"
 
         :group ->
           ":stack, :function, :erlang or {:depth, k} with k > 0"

@@ -1,31 +1,136 @@
 defmodule Mtrace.Report do
   @moduledoc false
-  # Reads the text reports the C side writes (report.c) back into sites, so that one writer a
-  # format serves them too (bin/mtrace run --format, bin/mtrace convert). A site header
-  # `N bytes in M blocks[ lost (d direct, i indirect)], site k of n`, then its frames
-  # `    at|by 0xADDR: FRAME` (report.h lists the forms): every native frame names its library, a
-  # file:line frame after its line as `LIBRARY+0xOFFSET`.
+  # Reads the reports the C side writes (report.c) back into sites, so that one writer a format
+  # serves them too (bin/mtrace run --format, bin/mtrace convert). The format is versioned: a
+  # report starts with "# mtrace report v1", and every line after it is one record of the grammar
+  # of docs/report-format.md, told apart by its start (indent and first word), its fields by fixed
+  # separators. A version this module does not know is refused, with the reason; lines of no
+  # record (a program's own output around a report on stderr) are skipped.
 
   alias Mtrace.{Frame, Site, Sites}
 
-  @site ~r/^([+-]?\d+) bytes in ([+-]?\d+) blocks?(?: lost \((\d+) direct, (\d+) indirect\))?.*, site \d+ of \d+$/
-  @frame ~r/^    (?:at|by) 0x([0-9a-f]+): (.*)$/
+  @magic "# mtrace report v"
+  @version 1
+
+  @doc "The report format's version this mtrace writes and reads (report.h, MT_REPORT_FORMAT)."
+  @spec version() :: pos_integer()
+  def version, do: @version
 
   @doc """
-  The sites of the first report in text: the lost (or live, or changed) ones, or with
-  `reachable: true` those of its "still reachable" list.
+  The sites of the reports in text (one, or one a process of a program and its children on
+  stderr), in order: the lost (or live, or changed) ones, or with `reachable: true` those of the
+  "still reachable" lists; `{:error, reason}` when text holds no report, or one of a version this
+  mtrace does not read.
   """
+  @spec read(String.t(), keyword()) :: {:ok, [Site.t()]} | {:error, String.t()}
+  def read(text, opts \\ []) do
+    with {:ok, lines} <- body(String.split(text, "\n")) do
+      want = if opts[:reachable], do: :reachable, else: :main
+
+      {_, sites} =
+        Enum.reduce(lines, {:main, []}, fn line, {section, sites} ->
+          case record(line) do
+            {:section, next} -> {next, sites}
+            {:site, site} when section == want -> {section, [site | sites]}
+            {:frame, frame} when section == want and sites != [] -> {section, add(sites, frame)}
+            _ -> {section, sites}
+          end
+        end)
+
+      {:ok,
+       sites
+       |> Enum.map(&%{&1 | stack: &1.stack |> Enum.reverse() |> inlined()})
+       |> Enum.reverse()}
+    end
+  end
+
+  @doc "read/2's sites; raises ArgumentError with its reason."
   @spec sites(String.t(), keyword()) :: [Site.t()]
   def sites(text, opts \\ []) do
-    [main | rest] = String.split(text, "\nstill reachable: ", parts: 2)
-    part = if opts[:reachable], do: List.first(rest) || "", else: main
-
-    part
-    |> String.split("\n")
-    |> Enum.reduce([], &line/2)
-    |> Enum.map(fn s -> %{s | stack: s.stack |> Enum.reverse() |> inlined()} end)
-    |> Enum.reverse()
+    case read(text, opts) do
+      {:ok, sites} -> sites
+      {:error, reason} -> raise ArgumentError, reason
+    end
   end
+
+  # The lines of every report in lines (stderr may hold one of each process, and a program's own
+  # output around them), each from after its header up to its end line.
+  defp body(lines), do: reports(lines, [])
+
+  defp reports(lines, done) do
+    case {Enum.drop_while(lines, &(not String.starts_with?(&1, @magic))), done} do
+      {[], []} ->
+        {:error,
+         "not an mtrace report: no #{inspect(@magic <> "#{@version}")} line (a report of an " <>
+           "mtrace older than the versioned format, or another file)"}
+
+      {[], done} ->
+        {:ok, done |> Enum.reverse() |> Enum.concat()}
+
+      {[@magic <> version | rest], done} ->
+        {report, after_it} =
+          Enum.split_while(rest, &(not String.starts_with?(&1, "mtrace: end of report ")))
+
+        with :ok <- known(version), do: reports(after_it, [report | done])
+    end
+  end
+
+  defp known(version) do
+    case Integer.parse(version) do
+      {@version, ""} ->
+        :ok
+
+      {n, ""} when n > @version ->
+        {:error,
+         "the report is in format v#{n}, newer than this mtrace reads (v#{@version}): " <>
+           "read it with the mtrace that wrote it"}
+
+      _ ->
+        {:error, "not an mtrace report: its header is #{inspect(@magic <> version)}"}
+    end
+  end
+
+  # One line: a frame ("    at|by 0xADDR: FRAME"), a site ("... , site K of N" at the start of a
+  # line), a report's title (its lost or live sites follow) or the head of its "still reachable"
+  # list; nil for the others.
+  defp record("    " <> <<w::binary-size(2)>> <> " 0x" <> rest) when w in ["at", "by"] do
+    with [hex, text] <- String.split(rest, ": ", parts: 2),
+         {address, ""} <- Integer.parse(hex, 16),
+         do: {:frame, frame(address, text)},
+         else: (_ -> nil)
+  end
+
+  defp record("mtrace report " <> _), do: {:section, :main}
+  defp record("still reachable" <> _), do: {:section, :reachable}
+  defp record(" " <> _), do: nil
+
+  defp record(line) do
+    with [amount, rank] <- split_last(line, ", site "),
+         [_, _] <- String.split(rank, " of "),
+         [bytes, "bytes", "in", blocks, rest] <- String.split(amount, " ", parts: 5),
+         {bytes, ""} <- Integer.parse(bytes),
+         {blocks, ""} <- Integer.parse(blocks) do
+      {direct, indirect} = lost(rest)
+
+      {:site,
+       %Site{bytes: bytes, blocks: blocks, direct_blocks: direct, indirect_blocks: indirect}}
+    else
+      _ -> nil
+    end
+  end
+
+  # "blocks lost (D direct, I indirect)..." at exit, else no lost blocks.
+  defp lost(rest) do
+    with [_, counts] <- String.split(rest, " lost (", parts: 2),
+         {direct, " direct, " <> more} <- Integer.parse(counts),
+         {indirect, " indirect)" <> _} <- Integer.parse(more) do
+      {direct, indirect}
+    else
+      _ -> {0, 0}
+    end
+  end
+
+  defp add([site | rest], frame), do: [%{site | stack: [frame | site.stack]} | rest]
 
   # An address with inlined functions has a line for each, innermost first, all with that
   # address: every frame but the last of such a run is inlined.
@@ -34,74 +139,85 @@ defmodule Mtrace.Report do
 
   defp inlined(stack), do: stack
 
-  defp line(text, sites) do
-    case {Regex.run(@site, text), sites != [] and Regex.run(@frame, text)} do
-      {[_ | _] = m, _} -> [site(m) | sites]
-      {nil, [_ | _] = m} -> add_frame(sites, m)
-      _ -> sites
-    end
-  end
+  # FRAME: "?? (unloaded or replaced)", "?? (no module)", "NAME (erlang)", or a native frame,
+  # followed by " [unloaded]" when its library was unloaded since: "FUNCTION (FILE:LINE)
+  # LIBRARY+0xOFFSET", "FUNCTION (LIBRARY)" or "LIBRARY+0xOFFSET".
+  defp frame(address, "?? (unloaded or replaced)"), do: %Frame{address: address, unloaded: :maybe}
+  defp frame(address, "?? (no module)"), do: %Frame{address: address}
 
-  defp site([_, bytes, blocks | lost]) do
-    [direct, indirect] =
-      case lost do
-        [d, i] -> [String.to_integer(d), String.to_integer(i)]
-        _ -> [0, 0]
-      end
-
-    %Site{
-      bytes: String.to_integer(bytes),
-      blocks: String.to_integer(blocks),
-      direct_blocks: direct,
-      indirect_blocks: indirect
-    }
-  end
-
-  defp add_frame([site | rest], [_, address, text]) do
-    [%{site | stack: [frame(String.to_integer(address, 16), text) | site.stack]} | rest]
-  end
-
-  # "name (file:line) library+0xoffset" (an older report: without the library), "name (library)",
-  # "library+0xoffset", "name (erlang)", "?? (no module)", "?? (unloaded or replaced)"; a frame
-  # of a library unloaded since ends in " [unloaded]".
   defp frame(address, text) do
     case String.replace_suffix(text, " [unloaded]", "") do
-      ^text -> named(address, text)
-      loaded -> %{named(address, loaded) | unloaded: true}
+      ^text -> native(address, text)
+      loaded -> %{native(address, loaded) | unloaded: true}
     end
   end
 
-  defp named(address, "?? (unloaded or replaced)"), do: %Frame{address: address, unloaded: :maybe}
-  defp named(address, "?? (no module)"), do: %Frame{address: address}
+  defp native(address, text) do
+    bare = %Frame{address: address}
 
-  defp named(address, text) do
     cond do
-      m = Regex.run(~r/^(.*?) \(([^()]*):(\d+)\)(?: (.+)\+0x([0-9a-f]+))?$/, text) ->
-        [_, name, file, line | place] = m
-        [library, offset] = if place == [], do: [nil, nil], else: place
-        frame = %Frame{address: address, function: function(name), file: file}
-        %{frame | line: String.to_integer(line), library: library, offset: offset && hex(offset)}
+      String.ends_with?(text, " (erlang)") ->
+        Sites.erlang_frame(address, String.replace_suffix(text, " (erlang)", ""), false)
 
-      m = Regex.run(~r/^(.*) \(([^()]*)\)$/, text) ->
-        case m do
-          [_, name, "erlang"] ->
-            Sites.erlang_frame(address, name, false)
-
-          [_, name, library] ->
-            %Frame{address: address, function: function(name), library: library}
+      String.ends_with?(text, ")") ->
+        case split_last(String.slice(text, 0..-2//1), " (") do
+          [name, library] -> %{bare | function: function(name), library: library}
+          [_] -> bare
         end
 
-      m = Regex.run(~r/^(.+)\+0x([0-9a-f]+)$/, text) ->
-        [_, library, offset] = m
-        %Frame{address: address, library: library, offset: hex(offset)}
-
       true ->
-        %Frame{address: address}
+        with [place, hex] <- split_last(text, "+0x"),
+             {offset, ""} <- Integer.parse(hex, 16) do
+          case located(place) do
+            {name, file, line, library} ->
+              %{
+                bare
+                | function: function(name),
+                  file: file,
+                  line: line,
+                  library: library,
+                  offset: offset
+              }
+
+            nil ->
+              %{bare | library: place, offset: offset}
+          end
+        else
+          _ -> bare
+        end
+    end
+  end
+
+  # "FUNCTION (FILE:LINE) LIBRARY": split at the last ") " whose left ends in " (FILE:LINE" (a
+  # function's name may hold ") " too, and a library's path spaces).
+  defp located(place) do
+    place
+    |> :binary.matches(") ")
+    |> Enum.reverse()
+    |> Enum.find_value(fn {at, 2} ->
+      library = binary_part(place, at + 2, byte_size(place) - at - 2)
+
+      with [name, source] <- split_last(binary_part(place, 0, at), " ("),
+           [file, line] <- split_last(source, ":"),
+           {line, ""} <- Integer.parse(line) do
+        {name, file, line, library}
+      else
+        _ -> nil
+      end
+    end)
+  end
+
+  defp split_last(text, separator) do
+    case :binary.matches(text, separator) do
+      [] ->
+        [text]
+
+      matches ->
+        {at, len} = List.last(matches)
+        [binary_part(text, 0, at), binary_part(text, at + len, byte_size(text) - at - len)]
     end
   end
 
   defp function("??"), do: nil
   defp function(name), do: name
-
-  defp hex(digits), do: String.to_integer(digits, 16)
 end

@@ -1,5 +1,6 @@
 defmodule Mtrace.Format.Dot do
   @moduledoc false
+  @behaviour Mtrace.Format
   # Graphviz DOT of the caller graph: a node a function, weighted by the live bytes allocated
   # through it, an edge from caller to callee weighted by the bytes passed down it. Nodes and
   # edges under `threshold` percent of the total are folded away (their bytes stay counted in
@@ -7,7 +8,7 @@ defmodule Mtrace.Format.Dot do
 
   alias Mtrace.Format
 
-  @spec render([Mtrace.Site.t()], keyword()) :: iodata()
+  @impl true
   def render(sites, opts) do
     threshold = Keyword.get(opts, :threshold, 0.5)
     sites = Enum.filter(sites, &(&1.bytes > 0))

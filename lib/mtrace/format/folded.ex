@@ -1,5 +1,6 @@
 defmodule Mtrace.Format.Folded do
   @moduledoc false
+  @behaviour Mtrace.Format
   # Folded stacks, a line a site: outermost frame first, frames joined by ';', then the bytes.
   # flamegraph.pl, inferno and speedscope read it. Sites of no positive bytes are left out.
   # Frames are functions, without their lines, so that a function's callers merge into one box,
@@ -7,7 +8,7 @@ defmodule Mtrace.Format.Folded do
 
   alias Mtrace.Format
 
-  @spec render([Mtrace.Site.t()], keyword()) :: iodata()
+  @impl true
   def render(sites, _opts) do
     for site <- sites, site.bytes > 0 do
       frames =

@@ -1,14 +1,38 @@
 defmodule Mtrace.Format do
   @moduledoc false
-  # What every writer shares: a frame's label, the sites' order, and a call tree built from the
-  # sites' stacks. One writer a format, each render(sites, opts) -> iodata (Mtrace.write/3).
+  # The formats of Mtrace.write/3, render/3 and bin/mtrace: one writer a format, each a module of
+  # this behaviour, named once in @formats (adding a format is one line there); and what every
+  # writer shares: a frame's label, the sites' order, and a call tree built from the sites' stacks.
 
   alias Mtrace.Frame
 
+  @doc "The sites in this format; opts are render/3's (`:threshold`, `:title`), nil ones left out."
+  @callback render([Mtrace.Site.t()], keyword()) :: iodata()
+
+  @formats [
+    html: Mtrace.Format.Html,
+    folded: Mtrace.Format.Folded,
+    pprof: Mtrace.Format.Pprof,
+    dot: Mtrace.Format.Dot,
+    json: Mtrace.Format.Json,
+    tree: Mtrace.Format.Tree
+  ]
+
+  @doc "The formats' names, in the order the docs give them."
+  @spec names() :: [atom()]
+  def names, do: Keyword.keys(@formats)
+
+  @doc "The writer of a format's name."
+  @spec writer(term()) :: {:ok, module()} | :error
+  def writer(name) when is_atom(name), do: Keyword.fetch(@formats, name)
+  def writer(_name), do: :error
+
   @doc """
   A frame as people read it: function (file:line), else library+0xoffset, else address; with
-  `lines: false`, without the file:line (frames of one function then merge). An Erlang function
-  as Elixir writes it (`Mtrace.Test.Chain.c/1`, `:lists.map/2`).
+  `lines: false`, without the file:line (frames of one function then merge); with `where: true`
+  (Mtrace.Frame's Inspect), also where its code is: `function (file:line) library+0xoffset`,
+  `?? library+0xoffset` without a name, `(unloaded or replaced) 0xaddress` when the library is no
+  longer known. An Erlang function as Elixir writes it (`Mtrace.Test.Chain.c/1`, `:lists.map/2`).
   """
   @spec label(Frame.t() | nil, keyword()) :: String.t()
   def label(frame, opts \\ [])
@@ -23,21 +47,33 @@ defmodule Mtrace.Format do
     do: Exception.format_mfa(m, f, a)
 
   def label(%Frame{} = f, opts) do
+    where = Keyword.get(opts, :where, false)
+
     base =
       cond do
         f.function -> f.function
-        f.library -> "#{Path.basename(f.library)}+0x#{hex(f.offset || 0)}"
+        where -> "??"
+        f.library -> place(f)
         true -> "0x#{hex(f.address)}"
       end
 
-    case {Keyword.get(opts, :lines, true), Map.get(f, :file), Map.get(f, :line)} do
-      {true, file, line} when is_binary(file) and is_integer(line) ->
-        "#{base} (#{Path.basename(file)}:#{line})"
+    source =
+      case {Keyword.get(opts, :lines, true), Map.get(f, :file), Map.get(f, :line)} do
+        {true, file, line} when is_binary(file) and is_integer(line) ->
+          " (#{Path.basename(file)}:#{line})"
 
-      _ ->
-        base
-    end
+        _ ->
+          ""
+      end
+
+    if where, do: "#{base}#{source} #{place(f)}", else: base <> source
   end
+
+  defp place(%Frame{library: lib} = f) when is_binary(lib),
+    do: "#{Path.basename(lib)}+0x#{hex(f.offset || 0)}"
+
+  defp place(%Frame{unloaded: :maybe} = f), do: "(unloaded or replaced) 0x#{hex(f.address)}"
+  defp place(f), do: "0x#{hex(f.address)}"
 
   @doc "The frame's function as the graphs name it: its name, else its label."
   @spec function(Frame.t()) :: String.t()

@@ -1,5 +1,6 @@
 defmodule Mtrace.Format.Html do
   @moduledoc false
+  @behaviour Mtrace.Format
   # A flame graph (an icicle: callers on top, the allocating frames at the bottom) of the live
   # bytes, as one HTML file with the SVG and a little script inside: no network, nothing
   # external. Click a frame to zoom into it (the top bar zooms out), search to highlight
@@ -77,7 +78,7 @@ defmodule Mtrace.Format.Html do
   })();
   """
 
-  @spec render([Mtrace.Site.t()], keyword()) :: iodata()
+  @impl true
   def render(sites, opts) do
     root = Format.tree(sites)
     title = Keyword.get(opts, :title, "mtrace: live bytes by call path")

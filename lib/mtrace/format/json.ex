@@ -1,12 +1,13 @@
 defmodule Mtrace.Format.Json do
   @moduledoc false
+  @behaviour Mtrace.Format
   # gprof2dot's JSON input (memtrail writes the same): the functions once each, then an event
   # a site whose callchain lists function indices innermost first, and whose cost is its bytes.
   # Written by hand: no JSON library is at hand without hex.pm.
 
   alias Mtrace.Format
 
-  @spec render([Mtrace.Site.t()], keyword()) :: iodata()
+  @impl true
   def render(sites, _opts) do
     sites = Enum.filter(sites, &(&1.bytes > 0))
     keys = for s <- sites, f <- s.stack, uniq: true, do: key(f)

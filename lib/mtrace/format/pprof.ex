@@ -1,5 +1,6 @@
 defmodule Mtrace.Format.Pprof do
   @moduledoc false
+  @behaviour Mtrace.Format
   # pprof's profile.proto, gzipped: sample types inuse_objects/count and inuse_space/bytes, a
   # sample a site (its locations innermost first), a location an address, with its function and
   # line, and a mapping a library. `pprof -http`, Grafana Pyroscope and speedscope open it.
@@ -7,7 +8,7 @@ defmodule Mtrace.Format.Pprof do
   alias Mtrace.Format
   alias Mtrace.Format.Protobuf, as: Pb
 
-  @spec render([Mtrace.Site.t()], keyword()) :: iodata()
+  @impl true
   def render(sites, _opts) do
     frames = for s <- sites, f <- s.stack, uniq: true, do: f
     strings = Enum.uniq(["", "inuse_objects", "count", "inuse_space", "bytes"] ++ names(frames))

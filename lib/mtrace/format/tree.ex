@@ -1,12 +1,13 @@
 defmodule Mtrace.Format.Tree do
   @moduledoc false
+  @behaviour Mtrace.Format
   # A text tree of the live bytes by call path, from the allocating function out to its callers
   # (bottom-up, as heaptrack and memtrail show it): each line has its share of the total, its
   # bytes and blocks. Branches under `threshold` percent of the total fold into one line.
 
   alias Mtrace.Format
 
-  @spec render([Mtrace.Site.t()], keyword()) :: iodata()
+  @impl true
   def render(sites, opts) do
     threshold = Keyword.get(opts, :threshold, 1.0)
     inverted = for s <- sites, do: %{s | stack: Enum.reverse(s.stack)}

@@ -147,11 +147,46 @@ static ERL_NIF_TERM nif_churn(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
     return enif_make_atom(env, "ok");
 }
 
+/* Two paths to the same call of malloc (leak_malloc's), from the same stack depth: path_a and
+ * path_b have the same frame, and two_paths calls them from the same place of its own, so that
+ * both calls of malloc have the same return address and stack pointer, the stack cache's key;
+ * only frame 2 tells them apart. */
+NAMED void *path_a(size_t n)
+{
+    return leak_malloc(n);
+}
+NAMED void *path_b(size_t n)
+{
+    return leak_malloc(n);
+}
+
+/* two_paths(rounds, size) -> [a, b]: path_a rounds times (each block freed but the last), then
+ * path_b once; the last blocks of each are kept, their addresses returned. */
+static ERL_NIF_TERM nif_two_paths(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    unsigned rounds, size;
+    (void)argc;
+    if (!enif_get_uint(env, argv[0], &rounds) || !enif_get_uint(env, argv[1], &size) || !rounds)
+        return enif_make_badarg(env);
+    void *kept[2] = {NULL, NULL};
+    for (unsigned i = 0; i <= rounds; i++) {
+        void *(*path)(size_t) = i < rounds ? path_a : path_b;
+        void *p = path(size);
+        if (i + 1 < rounds)
+            free(p);
+        else
+            kept[i < rounds ? 0 : 1] = p;
+    }
+    return enif_make_list2(env, enif_make_uint64(env, (ErlNifUInt64)(uintptr_t)kept[0]),
+                           enif_make_uint64(env, (ErlNifUInt64)(uintptr_t)kept[1]));
+}
+
 static ErlNifFunc funcs[] = {
     {"alloc", 2, nif_alloc, 0},
     {"dirty_alloc", 2, nif_alloc, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"release", 2, nif_release, 0},
     {"churn", 2, nif_churn, ERL_NIF_DIRTY_JOB_CPU_BOUND},
+    {"two_paths", 2, nif_two_paths, 0 /* both paths in one call: one thread's cache */},
 };
 
 ERL_NIF_INIT(Elixir.Mtrace.Test.Leaky, funcs, NULL, NULL, NULL, NULL)
