@@ -111,6 +111,8 @@ set pagination off
 set width 0
 handle all nostop noprint pass
 set \$_hit_bpnum = 0
+handle SIGSTOP stop print nopass
+shell touch '$dir/attached'
 break malloc
 continue
 delete
@@ -157,10 +159,18 @@ quit
 EOF
   setsid gdb -q -batch -nx -p "$pid" -x "$dir/script.gdb" >"$dir/gdb.log" 2>&1 </dev/null &
   gdb_pid=$!
+  # An abandon stops the process with SIGSTOP, which gdb (attached by then, see "attached")
+  # reports and does not pass on: "continue" returns without a call to malloc, and gdb detaches.
+  # Not SIGINT: gdb's interrupt of a thread in nanosleep made the call return 0 at once after the
+  # detach (sleep 30 ended at 0.3 s). A SIGSTOP that lands after gdb is gone is undone below.
   abandon() {
     if mkdir "$dir/go" 2>/dev/null; then
       echo "$1" >"$dir/abandoned"
-      kill -INT "$gdb_pid" 2>/dev/null || true
+      while [ ! -e "$dir/attached" ] && kill -0 "$gdb_pid" 2>/dev/null; do sleep 0.1; done
+      if kill -0 "$gdb_pid" 2>/dev/null; then
+        : >"$dir/stopped"
+        kill -STOP "$pid" 2>/dev/null || true
+      fi
     fi
   }
   trap 'abandon interrupted' INT TERM HUP
@@ -172,6 +182,9 @@ EOF
   while kill -0 "$gdb_pid" 2>/dev/null; do wait "$gdb_pid" 2>/dev/null || true; done
   kill "$timer" 2>/dev/null || true
   trap - INT TERM HUP
+  if [ -e "$dir/stopped" ] && [ "$(awk '/^State:/ { print $2 }' "/proc/$pid/status")" = T ]; then
+    kill -CONT "$pid"
+  fi
   if [ -f "$dir/abandoned" ]; then
     die "gave up on process $pid ($(cat "$dir/abandoned")); it runs on untouched. mtrace waits" \
       "for a call to malloc so as never to stop it inside the loader or the allocator: try while" \
