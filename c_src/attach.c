@@ -42,7 +42,33 @@ static uintptr_t originals[TARGETS], replacements[TARGETS];
 static const char *names[TARGETS];
 static uintptr_t self_base;
 static int attached, symbols_started;
-static uint64_t since_ns, realtime_s, attaches, objects, skipped, pause_ns;
+static uint64_t since_ns, realtime_s, attaches, objects, skipped, copies, pause_ns;
+
+/* dl_iterate_phdr's callback: counts the words of an object's writable segments that still hold
+ * one of glibc's functions once its relocated words are rewritten: copies the program made (an
+ * allocator table filled at start-up) and the loader's own (__rtld_malloc and its kin, which it
+ * calls with its lock held: rewritten, they would bring the hooks' unwinding into the loader's
+ * lock). Calls through them bypass mtrace; the count says how many ways around it there are. */
+static int count_copies(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    (void)arg;
+    uintptr_t base = info->dlpi_addr;
+    if (base == self_base || base == getauxval(AT_SYSINFO_EHDR)) return 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_W)) continue;
+        const uintptr_t *w = (const uintptr_t *)((base + ph->p_vaddr + 7) & ~(uintptr_t)7);
+        const uintptr_t *end =
+            (const uintptr_t *)((base + ph->p_vaddr + ph->p_memsz) & ~(uintptr_t)7);
+        for (; w < end; w++) {
+            uintptr_t v = __atomic_load_n(w, __ATOMIC_RELAXED);
+            for (int k = 0; k < MT_TRACK; k++)
+                if (v == originals[k]) copies++;
+        }
+    }
+    return 0;
+}
 
 static void *attached_dlopen(const char *file, int mode);
 
@@ -227,9 +253,10 @@ static enum mt_attach_error attach_locked(const char *const *vars)
     Dl_info self;
     if (dladdr((void *)attach_locked, &self)) self_base = (uintptr_t)self.dli_fbase;
     uint64_t t0 = mt_now_ns(CLOCK_MONOTONIC);
-    skipped = objects = 0;
+    skipped = objects = copies = 0;
     dl_iterate_phdr(patch_object, NULL);
     __atomic_store_n(&pause_ns, mt_now_ns(CLOCK_MONOTONIC) - t0, __ATOMIC_RELAXED);
+    dl_iterate_phdr(count_copies, NULL);
     __atomic_store_n(&since_ns, mt_now_ns(CLOCK_MONOTONIC_COARSE), __ATOMIC_RELAXED);
     mt_records_partial(__atomic_load_n(&since_ns, __ATOMIC_RELAXED));
     __atomic_store_n(&realtime_s, mt_now_ns(CLOCK_REALTIME) / 1000000000u, __ATOMIC_RELAXED);
@@ -308,5 +335,6 @@ void mt_attach_state(struct mt_attach_state *out)
     out->words = __atomic_load_n(&nwords, __ATOMIC_RELAXED);
     out->objects = __atomic_load_n(&objects, __ATOMIC_RELAXED);
     out->skipped = __atomic_load_n(&skipped, __ATOMIC_RELAXED);
+    out->copies = __atomic_load_n(&copies, __ATOMIC_RELAXED);
     out->pause_ns = __atomic_load_n(&pause_ns, __ATOMIC_RELAXED);
 }

@@ -65,6 +65,9 @@ struct mt_attach_state {
     uint64_t objects;    /* objects with at least one of them */
     uint64_t skipped;    /* words naming a hooked function left alone (another value, or not
                             in a writable or RELRO page) */
+    uint64_t copies;     /* words of the objects' writable data that still held one of glibc's
+                            hooked functions after the attach's rewrite (the loader's own among
+                            them): calls through them bypass mtrace */
     uint64_t pause_ns;   /* how long the last attach's rewriting took */
 };
 

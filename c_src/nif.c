@@ -687,7 +687,7 @@ static ERL_NIF_TERM frames(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     return result;
 }
 
-#define STAT_KEYS (MT_KINDS + 35)
+#define STAT_KEYS (MT_KINDS + 36)
 
 /* The live heap the records stand for: their sizes, or with sampling their weights. */
 struct live {
@@ -779,6 +779,7 @@ static ERL_NIF_TERM stats(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     PUT_U("attach_words", a.words);
     PUT_U("attach_objects", a.objects);
     PUT_U("attach_skipped", a.skipped);
+    PUT_U("attach_copies", a.copies);
     PUT_U("attach_pause_us", a.pause_ns / 1000);
 #undef PUT_U
 #undef PUT

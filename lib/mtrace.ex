@@ -763,6 +763,11 @@ defmodule Mtrace do
       family) and the loaded objects that have them; and the words that named a hooked function
       but were left alone at the last attach (another function than glibc's in them, or not in
       a writable or RELRO page): calls through them are not seen.
+    * `:attach_copies` - words of the loaded objects' writable data that still held one of
+      glibc's malloc-family functions after the last attach's rewrite: copies no relocation
+      names (an allocator table the program filled at start-up) and the loader's own (left
+      alone: it calls them with its lock held). Allocations through them are not recorded; their
+      blocks are known to `leaks/1` from glibc's heap, without a stack.
     * `:attach_pause_us` - how long the last attach spent rewriting words, in microseconds.
     * `:erlang_frames` - whether stacks go on through the Erlang functions that called a NIF:
       `:on` (`MTRACE_UNWIND=erlang` in a node started with `+JPperf map`); `:no_perf_map` (the
