@@ -1,8 +1,8 @@
 # Sourced by bin/mtrace: attach, report and detach in a running process, through gdb.
 #
-# gdb stops the process at its next call to malloc, not wherever it happens to be: stopped inside
-# the loader or the allocator, a call into it (dlopen, or mtrace's own) could deadlock on a lock
-# the stopped thread holds. There it loads priv/mtrace.so (which stays inert until attached) and
+# gdb stops the process at its next call to malloc (or calloc, realloc, free), not wherever it
+# happens to be: stopped inside the loader or the allocator, a call into it (dlopen, or mtrace's
+# own) could deadlock on a lock the stopped thread holds. There it loads priv/mtrace.so (which stays inert until attached) and
 # calls one of its entry points (c_src/api.c), then detaches. gdb runs in a session of its own,
 # so that a Ctrl-C at the terminal never reaches it in the middle of a call: the interrupt, like
 # the end of --wait, only ever abandons the wait for malloc, and the process runs on untouched.
@@ -114,10 +114,13 @@ set \$_hit_bpnum = 0
 handle SIGSTOP stop print nopass
 shell touch '$dir/attached'
 break malloc
+break calloc
+break realloc
+break free
 continue
 delete
 shell mkdir '$dir/go' 2>/dev/null
-if \$_shell_exitcode == 0 && \$_hit_bpnum == 1
+if \$_shell_exitcode == 0 && \$_hit_bpnum >= 1
   printf "mtrace-at-malloc\\n"
   set \$errno = *((int *(*)(void))__errno_location)()
 $(gdb_string path "$so")
@@ -186,9 +189,13 @@ EOF
     kill -CONT "$pid"
   fi
   if [ -f "$dir/abandoned" ]; then
+    case $(readlink "/proc/$pid/exe") in
+      */beam.smp) beam=" (an Erlang node allocates little with malloc: Mtrace.attach() from an rpc or a remote shell needs no gdb)" ;;
+      *) beam= ;;
+    esac
     die "gave up on process $pid ($(cat "$dir/abandoned")); it runs on untouched. mtrace waits" \
       "for a call to malloc so as never to stop it inside the loader or the allocator: try while" \
-      "it works, or wait longer with --wait"
+      "it works, or wait longer with --wait$beam"
   fi
   if grep -q "ptrace: Operation not permitted" "$dir/gdb.log"; then
     die "cannot attach to $pid: $(ptrace_refusal "$pid")"
