@@ -10,7 +10,7 @@
  *   kept.
  * - mt_mem_map() returns zeroed memory (MAP_NORESERVE: reserved, touched as used), or NULL.
  *   A mapping is remembered while fewer than MT_MEM_REGIONS are; past that it is still returned,
- *   and mt_mem_forgotten() counts it, so that a scan can say its roots may include it.
+ *   and mt_mem_forgotten() counts it, so that stats/0 can say the scan's roots may include it.
  * - mt_mem_each() may run while other threads map or unmap: it sees every region remembered
  *   before it started, and none that was unmapped before it started.
  */

@@ -22,6 +22,7 @@
 #include "attach.h"
 #include "config.h"
 #include "hooks.h"
+#include "mem.h"
 #include "reach.h"
 #include "recorder.h"
 #include "snapshot.h"
@@ -687,7 +688,7 @@ static ERL_NIF_TERM frames(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     return result;
 }
 
-#define STAT_KEYS (MT_KINDS + 36)
+#define STAT_KEYS (MT_KINDS + 37)
 
 /* The live heap the records stand for: their sizes, or with sampling their weights. */
 struct live {
@@ -767,6 +768,7 @@ static ERL_NIF_TERM stats(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     PUT_U("untracked_frees", s.untracked_frees);
     PUT_U("stale_replaced", s.stale_replaced);
     PUT_U("missed_frees", s.missed_frees);
+    PUT_U("own_maps_unremembered", mt_mem_forgotten());
     PUT_U("resets", __atomic_load_n(&resets, __ATOMIC_RELAXED));
     struct mt_attach_state a;
     mt_attach_state(&a);
