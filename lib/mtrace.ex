@@ -753,7 +753,7 @@ defmodule Mtrace do
       free made while a thread was inside mtrace's own code).
     * `:own_maps_unremembered` - mappings of mtrace's own memory made after its list of them
       was full (256): `leaks/1` reads them as roots, so the block addresses they hold (table
-      and snapshot copies) may keep lost blocks reachable. 0 in every run measured so far.
+      and snapshot copies) may keep lost blocks reachable.
     * `:resets` - how many times `reset/0` has run: a mark taken before one cannot be trusted
       by `diff/2`, and `leaks/1` refuses after one.
     * `:attach` - how mtrace records in this node: `:preloaded` (`LD_PRELOAD`), `:attached`
