@@ -30,6 +30,15 @@ void *mt_mem_map(size_t len)
     return p;
 }
 
+void *mt_mem_reserve(size_t len)
+{
+    int e = errno;
+    void *p =
+        mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    errno = e;
+    return p == MAP_FAILED ? NULL : p;
+}
+
 void mt_mem_unmap(void *p, size_t len)
 {
     int e = errno;

@@ -25,6 +25,10 @@
 void *mt_mem_map(size_t len);
 void mt_mem_unmap(void *p, size_t len);
 
+/* Memory that holds no block address (return addresses, stack slots, ids): zeroed, reserved
+ * (MAP_NORESERVE), not remembered, so that no scan need skip it; NULL when it cannot be mapped. */
+void *mt_mem_reserve(size_t len);
+
 /* Calls fn on every remembered region [lo, hi). */
 void mt_mem_each(void (*fn)(uintptr_t lo, uintptr_t hi, void *arg), void *arg);
 

@@ -1,12 +1,5 @@
 /* stack.c: capture (libunwind, a guarded frame-pointer walk, or libunwind continued through the
- * BEAM's JIT frames) and lock-free interning.
- *
- * Interned stacks live in three mmap'd arrays: the frames, one descriptor per id (where its frames
- * start, how many), and an open-addressed index of 64-bit words (hash high half, id low half). A
- * new stack is written to the frames and its descriptor before its index word is published with a
- * compare-and-swap, so a reader that finds an id always finds complete frames. The index is twice
- * the capacity, so a probe always ends at an empty word.
- */
+ * BEAM's JIT frames) and the validated cache of each thread; interning is intern.c's. */
 #define _GNU_SOURCE
 #include "stack.h"
 
@@ -15,7 +8,6 @@
 #include <link.h>
 #include <pthread.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -27,19 +19,10 @@
 #include <sanitizer/tsan_interface.h>
 #endif
 
+#include "mem.h"
 #include "proc.h"
 #include "writer.h"
 
-struct desc {
-    uint32_t first;
-    uint32_t n;
-};
-
-static uintptr_t *frames;
-static struct desc *descs;
-static uint64_t *index_words;
-static size_t capacity, frames_cap, index_mask;
-static size_t frames_used, ids_used; /* atomic */
 static enum mt_unwind unwind_mode;
 static int depth_max;
 
@@ -55,13 +38,6 @@ static pid_t self_pid; /* for process_vm_readv, without a getpid system call a r
 static __thread uintptr_t stack_lo __attribute__((tls_model("initial-exec")));
 static __thread uintptr_t stack_hi __attribute__((tls_model("initial-exec")));
 #define STACK_SPAN ((uintptr_t)64 << 20)
-
-static void *reserve(size_t bytes)
-{
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
-    return p == MAP_FAILED ? NULL : p;
-}
 
 static int find_text(struct dl_phdr_info *info, size_t size, void *arg)
 {
@@ -161,19 +137,10 @@ static int safe_access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val
 
 int mt_stack_init(size_t cap, int depth, enum mt_unwind mode)
 {
-    size_t idx = 2;
-    while (idx < 2 * cap)
-        idx <<= 1;
-    capacity = cap;
-    frames_cap = cap * (size_t)depth;
-    index_mask = idx - 1;
     unwind_mode = mode;
     depth_max = depth;
     self_pid = (pid_t)syscall(SYS_getpid);
-    frames = reserve(frames_cap * sizeof *frames);
-    descs = reserve(cap * sizeof *descs);
-    index_words = reserve(idx * sizeof *index_words);
-    if (!frames || !descs || !index_words) return -1;
+    if (mt_intern_init(cap, depth) != 0) return -1;
     text_of((const void *)mt_stack_capture, &own[0]);
     text_of((const void *)unw_backtrace, &own[1]);
     unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
@@ -442,7 +409,7 @@ static size_t cache_bytes(size_t *stride)
 struct mt_stack_cache *mt_stack_cache_new(void)
 {
     size_t stride, bytes = cache_bytes(&stride);
-    struct mt_stack_cache *c = reserve(bytes);
+    struct mt_stack_cache *c = mt_mem_reserve(bytes);
     if (c) c->stride = stride;
     return c;
 }
@@ -636,68 +603,4 @@ void mt_stack_fork_child(void)
     unwinding = (pthread_rwlock_t)PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
     self_pid = (pid_t)syscall(SYS_getpid);
     perf_map = 0;
-}
-
-static inline uint64_t hash_frames(const uintptr_t *ips, int n)
-{
-    uint64_t h = (uint64_t)n;
-    for (int i = 0; i < n; i++) {
-        h = (h ^ ips[i]) * 0x9E3779B97F4A7C15ull;
-        h ^= h >> 32;
-    }
-    return h;
-}
-
-static int same(uint32_t id, const uintptr_t *ips, int n)
-{
-    const struct desc *d = &descs[id - 1];
-    if (d->n != (uint32_t)n) return 0;
-    for (int i = 0; i < n; i++)
-        if (frames[d->first + i] != ips[i]) return 0;
-    return 1;
-}
-
-uint32_t mt_stack_intern(const uintptr_t *ips, int n)
-{
-    uint64_t h = hash_frames(ips, n);
-    uint64_t tag = h & 0xffffffff00000000ull;
-    uint32_t mine = 0;
-    for (size_t i = (size_t)h & index_mask;; i = (i + 1) & index_mask) {
-        uint64_t w = __atomic_load_n(&index_words[i], __ATOMIC_ACQUIRE);
-        if (w == 0) {
-            if (!mine) {
-                size_t id = __atomic_add_fetch(&ids_used, 1, __ATOMIC_RELAXED);
-                size_t first = __atomic_fetch_add(&frames_used, (size_t)n, __ATOMIC_RELAXED);
-                if (id > capacity || first + (size_t)n > frames_cap) return 0;
-                for (int k = 0; k < n; k++)
-                    frames[first + (size_t)k] = ips[k];
-                descs[id - 1] = (struct desc){(uint32_t)first, (uint32_t)n};
-                mine = (uint32_t)id;
-            }
-            if (__atomic_compare_exchange_n(&index_words[i], &w, tag | mine, 0, __ATOMIC_RELEASE,
-                                            __ATOMIC_ACQUIRE))
-                return mine;
-        }
-        if ((w & 0xffffffff00000000ull) == tag && same((uint32_t)w, ips, n)) return (uint32_t)w;
-    }
-}
-
-int mt_stack_get(uint32_t id, const uintptr_t **ips)
-{
-    if (id == 0 || id > mt_stack_count()) return 0;
-    *ips = &frames[descs[id - 1].first];
-    return (int)descs[id - 1].n;
-}
-
-size_t mt_stack_count(void)
-{
-    size_t n = __atomic_load_n(&ids_used, __ATOMIC_RELAXED);
-    return n < capacity ? n : capacity;
-}
-
-size_t mt_stack_bytes(void)
-{
-    size_t f = __atomic_load_n(&frames_used, __ATOMIC_RELAXED);
-    return (f < frames_cap ? f : frames_cap) * sizeof *frames + mt_stack_count() * sizeof *descs +
-           (index_mask + 1) * sizeof *index_words;
 }

@@ -1,4 +1,4 @@
-/* stack.h: stack capture and the table of interned stacks.
+/* stack.h: stack capture, and each thread's cache of the stacks it has seen.
  *
  * Contract
  * - mt_stack_init() reserves all memory once with mmap. Nothing here calls malloc (but glibc's
@@ -14,9 +14,7 @@
  *   site (same hook, return address and caller stack pointer) is reused when every return address
  *   it recorded is still in its slot on the stack; that costs a compare a frame and no unwinding.
  *   The slots come from the unwinder itself (each frame's stack pointer), never from a search.
- * - An interned stack is immutable and lives as long as the process: ids (>= 1) stay valid for
- *   readers without any lock. Two threads interning the same new stack get the same id.
- * - mt_stack_intern() returns 0 when the table of stacks is full; the caller counts it.
+ * - Ids come from intern.h's table, which this header brings along.
  * - In the erlang mode (MTRACE_UNWIND=erlang), a stack whose unwind ends in code of no loaded
  *   object goes on along the JIT's frame pointers, when the BEAM writes /tmp/perf-<pid>.map
  *   (+JPperf map): Erlang frames, read with process_vm_readv only, each step checked. Their
@@ -31,6 +29,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "intern.h"
 
 /* Returns 0, or -1 when the memory cannot be mapped. */
 int mt_stack_init(size_t capacity, int depth, enum mt_unwind mode);
@@ -62,14 +61,5 @@ void mt_stack_fork_child(void);
 
 /* Writes at most depth frames to ips, frame 0 being hook_ip; returns how many. */
 int mt_stack_capture(uintptr_t hook_ip, uintptr_t *ips, int depth);
-
-uint32_t mt_stack_intern(const uintptr_t *ips, int n);
-
-/* Sets *ips to the frames of stack id; returns their number, 0 for an unknown id. */
-int mt_stack_get(uint32_t id, const uintptr_t **ips);
-
-/* Stacks interned so far, and the bytes they take (frames, descriptors and index). */
-size_t mt_stack_count(void);
-size_t mt_stack_bytes(void);
 
 #endif
