@@ -452,8 +452,8 @@ static ERL_NIF_TERM incomplete(ErlNifEnv *env, const struct mt_reach *r)
     return 0;
 }
 
-/* leaks(filter) -> {[{address, size, age_ns, stack_id, direct}], info}; a block without a record
- * has nil for its stack id and what describe() says of it for its age. */
+/* leaks(filter) -> {[{address, size, age_ns, stack_id, direct, scans}], info}; a block without a
+ * record has nil for its stack id and scans, and what describe() says of it for its age. */
 static ERL_NIF_TERM leaks(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     struct filter f;
@@ -481,6 +481,7 @@ static ERL_NIF_TERM leaks(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     }
     for (size_t i = 0; i < r.missed_frees && i < MT_REACH_MISSED; i++)
         mt_forget_missed(&r.missed[i]);
+    mt_reach_remember(&r);
     /* The filter is applied after the mark, which reads every block: a block outside the filter
      * may be the only way to one inside it. Symbolizing for it runs with the threads going. */
     size_t lost = 0;
@@ -499,15 +500,17 @@ static ERL_NIF_TERM leaks(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     for (size_t i = 0; items && i < r.snap.heap; i++) {
         const struct mt_record *b = &r.snap.rec[i];
         if (r.state[i] == MT_REACH_REACHABLE || !wanted(&f, &r.snap, b)) continue;
-        ERL_NIF_TERM t[5] = {
+        ERL_NIF_TERM t[6] = {
             enif_make_uint64(env, b->addr),
             enif_make_uint64(env, b->size),
             b->stack == MT_SNAPSHOT_UNRECORDED ? describe(env, b->addr, b->size)
                                                : enif_make_uint64(env, mt_snapshot_age(&r.snap, b)),
             b->stack == MT_SNAPSHOT_UNRECORDED ? atom_nil : enif_make_uint64(env, b->stack),
             r.state[i] == MT_REACH_DIRECT ? atom_true : atom_false,
+            b->stack == MT_SNAPSHOT_UNRECORDED ? atom_nil
+                                               : enif_make_uint64(env, mt_reach_scans(b->stack)),
         };
-        items[k++] = enif_make_tuple_from_array(env, t, 5);
+        items[k++] = enif_make_tuple_from_array(env, t, 6);
     }
     const struct field info[] = {
         {"threads", enif_make_uint64(env, r.threads)},

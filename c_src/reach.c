@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -26,8 +27,9 @@
 #define BATCH 512
 #define WALK_TRIES 50
 
-/* States of blocks while the mark runs; the final ones are in reach.h. */
-enum { UNSEEN = 0, LOST = 10, POINTED };
+/* States of blocks while the mark runs; the final ones are in reach.h. STICKY: an earlier scan
+ * found the block lost, so no word marks it (it cannot have become reachable again). */
+enum { UNSEEN = 0, LOST = 10, POINTED, STICKY };
 
 struct ctx {
     struct mt_reach *r;
@@ -470,6 +472,8 @@ int mt_reach_run(struct mt_reach *r, int at_exit, int walk_heap)
     c.st = r->state;
     for (size_t i = r->snap.heap; i < r->snap.n; i++)
         r->state[i] = MT_REACH_TRACKED;
+    for (size_t i = 0; i < r->snap.heap; i++)
+        if (r->snap.rec[i].lost) r->state[i] = STICKY;
     c.mincore = !swap_in_use();
     if (!c.maps.text && mt_maps_read(&c.maps) != 0) goto out;
     uintptr_t own_lo = 0, own_hi = 0;
@@ -483,6 +487,8 @@ int mt_reach_run(struct mt_reach *r, int at_exit, int walk_heap)
     if (sigaltstack(NULL, &alt) == 0 && !(alt.ss_flags & SS_DISABLE))
         keep(&c, (uintptr_t)alt.ss_sp);
     drain(&c);
+    for (size_t i = 0; i < r->snap.heap; i++)
+        if (r->state[i] == STICKY) r->state[i] = UNSEEN;
     classify_lost(&c);
     rc = 0;
 out:
@@ -520,6 +526,63 @@ int mt_reach_heap(struct mt_reach *r, struct mt_heap *heap)
     mt_guard_release();
     if (rc != 0) errno = e ? e : ENOMEM;
     return rc;
+}
+
+/* Scans remembered, by stack id: how many found lost blocks of that stack, and the last of them.
+ * In mtrace's own memory (mem.h), so that it is never a root; grown by doubling. */
+struct scans {
+    uint32_t count, last;
+};
+static pthread_mutex_t scans_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct scans *scans;
+static size_t scans_cap;
+static uint32_t scans_made;
+
+/* Room for stack id `id` (scans_lock held); 0, or -1 when memory cannot be had. */
+static int scans_room(uint32_t id)
+{
+    if (id < scans_cap) return 0;
+    size_t cap = scans_cap ? scans_cap : 4096;
+    while (cap <= id)
+        cap *= 2;
+    struct scans *to = mt_mem_map(cap * sizeof *to);
+    if (!to) return -1;
+    if (scans) {
+        memcpy(to, scans, scans_cap * sizeof *to);
+        mt_mem_unmap(scans, scans_cap * sizeof *to);
+    }
+    scans = to;
+    scans_cap = cap;
+    return 0;
+}
+
+void mt_reach_remember(const struct mt_reach *r)
+{
+    mt_guard_hold();
+    pthread_mutex_lock(&scans_lock);
+    scans_made++;
+    int table = mt_active();
+    if (table) mt_table_hold();
+    for (size_t i = 0; i < r->snap.heap; i++) {
+        const struct mt_record *b = &r->snap.rec[i];
+        if (r->state[i] == MT_REACH_REACHABLE || b->stack == MT_SNAPSHOT_UNRECORDED) continue;
+        if (table && !b->lost) mt_table_set_lost(b);
+        if (scans_room(b->stack) == 0 && scans[b->stack].last != scans_made) {
+            scans[b->stack].last = scans_made;
+            scans[b->stack].count++;
+        }
+    }
+    if (table) mt_table_release();
+    pthread_mutex_unlock(&scans_lock);
+    mt_guard_release();
+}
+
+unsigned mt_reach_scans(uint32_t stack)
+{
+    pthread_mutex_lock(&scans_lock);
+    unsigned n = stack < scans_cap ? scans[stack].count : 0;
+    pthread_mutex_unlock(&scans_lock);
+    return n;
 }
 
 void mt_reach_drop(struct mt_reach *r)

@@ -9,7 +9,9 @@
  * (less the 128-byte red zone), the stopped threads' registers, and their alternate signal
  * stacks (sigaltstack: only the kernel points to them). Every aligned word that
  * points into a recorded block, at its start or inside it, marks that block, whose words are
- * then read in turn. Recorded blocks are never roots: a block is read only once it is marked.
+ * then read in turn, but for a block whose record has the lost bit (an earlier scan found it
+ * lost: mt_reach_remember below), which nothing marks. Recorded blocks are never roots: a block
+ * is read only once it is marked.
  *
  * What is not marked is lost: directly when no other lost block points to it, indirectly when
  * one does (a lost list's head is direct, its other nodes indirect). Lost blocks that only point
@@ -91,6 +93,20 @@ enum mt_lost_rule {
 
 int mt_reach_run(struct mt_reach *r, int at_exit, int walk_heap);
 enum mt_lost_rule mt_reach_rule(const struct mt_reach *r, int after_reset);
+
+/* Scans that add up. A block a scan found lost stays lost until it is freed: it cannot become
+ * reachable again in a correct program, while a stale word that appears later (a conservative
+ * mark's false reference) could keep it. mt_reach_remember(r), called once r is known to be
+ * complete (mt_reach_rule() said MT_LOST_KNOWN), sets the lost bit of each lost recorded block's
+ * record (table.h); every later mt_reach_run() then marks no such block from any word, and
+ * reads none of its words, so it and what only it reaches are lost again. A freed block's record
+ * goes, and a block allocated at its address gets a new record, without the bit. It also counts
+ * the scan for each stack id with lost blocks in r: mt_reach_scans() says how many remembered
+ * scans found lost blocks of a stack (0 for none). Blocks without a record (MT_SNAPSHOT_UNRECORDED)
+ * are neither kept lost nor counted. Thread safe (a mutex); takes the table's turn, so not while
+ * the threads are stopped. */
+void mt_reach_remember(const struct mt_reach *r);
+unsigned mt_reach_scans(uint32_t stack);
 
 /* The walk alone, for a census of the heap: the threads stopped, glibc's heap walked into *heap
  * and joined to a snapshot of the records in r->snap (as mt_reach_run does, without the mark:

@@ -226,33 +226,36 @@ defmodule Mtrace do
     end
   end
 
-  # Lost blocks {address, size, age_ns, stack_id, direct} grouped by stack (or one a block);
-  # blocks known from glibc's heap alone (stack nil, and what they hold in age's place) grouped
-  # by usable size and what they hold.
+  # Lost blocks {address, size, age_ns, stack_id, direct, scans} grouped by stack (or one a
+  # block); blocks known from glibc's heap alone (stack and scans nil, and what they hold in
+  # age's place) grouped by usable size and what they hold.
   defp lost_sites(blocks, opts) do
-    ids = for {_, _, _, id, _} <- blocks, id != nil, uniq: true, do: id
+    ids = for {_, _, _, id, _, _} <- blocks, id != nil, uniq: true, do: id
     stacks = Sites.stacks(ids, opts[:demangle])
 
     if opts[:blocks] do
-      Enum.map(blocks, fn {address, _, _, _, _} = b ->
+      Enum.map(blocks, fn {address, _, _, _, _, _} = b ->
         %{lost_site([b], stacks) | address: address}
       end)
     else
       blocks
       |> Enum.group_by(fn
-        {_, _, _, nil, _} = b -> {:unrecorded, elem(b, 1), holds(b)}
-        {_, _, _, id, _} -> id
+        {_, _, _, nil, _, _} = b -> {:unrecorded, elem(b, 1), holds(b)}
+        {_, _, _, id, _, _} -> id
       end)
       |> Enum.map(fn {_, bs} -> lost_site(bs, stacks) end)
     end
   end
 
-  defp holds({_, _, {:cxx, class}, nil, _}), do: {:cxx, class}
-  defp holds({_, _, {kind, _}, nil, _}) when kind in [:erlang_binary, :erlang_resource], do: kind
-  defp holds({_, _, {:string, _}, nil, _}), do: :string
+  defp holds({_, _, {:cxx, class}, nil, _, _}), do: {:cxx, class}
+
+  defp holds({_, _, {kind, _}, nil, _, _}) when kind in [:erlang_binary, :erlang_resource],
+    do: kind
+
+  defp holds({_, _, {:string, _}, nil, _, _}), do: :string
   defp holds(_), do: nil
 
-  defp lost_site([{_, size, what, id, _} | _] = blocks, stacks) do
+  defp lost_site([{_, size, what, id, _, scans} | _] = blocks, stacks) do
     direct = Enum.count(blocks, &elem(&1, 4))
 
     site = %Site{
@@ -266,7 +269,8 @@ defmodule Mtrace do
       do: %{
         site
         | oldest_age: (blocks |> Enum.map(&elem(&1, 2)) |> Enum.max()) / 1.0e9,
-          stack: Map.fetch!(stacks, id)
+          stack: Map.fetch!(stacks, id),
+          scans: scans
       },
       else: %{site | oldest_age: nil, contents: contents(size, what)}
   end

@@ -21,8 +21,8 @@ defmodule Mtrace.Nif do
 
   @spec leaks_nif(tuple()) ::
           {[
-             {non_neg_integer(), non_neg_integer(), non_neg_integer(), non_neg_integer(),
-              boolean()}
+             {non_neg_integer(), non_neg_integer(), non_neg_integer() | term(),
+              non_neg_integer() | nil, boolean(), pos_integer() | nil}
            ], map()}
           | {:error, term(), String.t() | nil}
           | {:not_preloaded, String.t()}

@@ -25,6 +25,11 @@ defmodule Mtrace.Test.Lost do
   def mask, do: 0x5A5A5A5A5A5A5A5A
   # A block freed behind mtrace's back (glibc's __libc_free): its address xor mask/0.
   def free_behind(_size), do: :erlang.nif_error(:not_loaded)
+  # Writes the masked address into a block a static keeps (a word that points at it).
+  def hold_word(_masked), do: :erlang.nif_error(:not_loaded)
+  # Frees the block at the masked address, then allocates size bytes that a static keeps:
+  # whether it got the same address.
+  def free_and_reuse(_masked, _size), do: :erlang.nif_error(:not_loaded)
   # An off-heap binary allocated and never released.
   def lose_binary(_size), do: :erlang.nif_error(:not_loaded)
 end

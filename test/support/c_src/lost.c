@@ -346,6 +346,50 @@ static ERL_NIF_TERM lose_on_stack(ErlNifEnv *env, int argc, const ERL_NIF_TERM a
     return ok(env);
 }
 
+/* hold_word(masked): the address masked xor MASK written into a block that a static keeps: a word
+ * that points at a block, in reachable memory, as a stale one would. */
+static void **holder;
+
+static ERL_NIF_TERM hold_word(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    ErlNifUInt64 masked;
+    (void)argc;
+    if (!enif_get_uint64(env, argv[0], &masked)) return enif_make_badarg(env);
+    if (!holder) holder = static_block(64);
+    holder[0] = (void *)(uintptr_t)(masked ^ MASK);
+    return ok(env);
+}
+
+NAMED static void *reused_block(size_t size)
+{
+    void *p = malloc(size);
+    memset(p, 0, size);
+    return p;
+}
+
+/* free_and_reuse(masked, size): frees the block at masked xor MASK and allocates one of size
+ * bytes, which a static keeps; on one thread glibc's tcache gives the freed address back at
+ * once. The call site is run once before, so that mtrace's first unwind of it (which may
+ * allocate) does not take the address. Returns whether it got the address. */
+static void *reused;
+
+static ERL_NIF_TERM free_and_reuse(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    ErlNifUInt64 masked;
+    unsigned size;
+    (void)argc;
+    if (!enif_get_uint64(env, argv[0], &masked) || !enif_get_uint(env, argv[1], &size))
+        return enif_make_badarg(env);
+    void *p = (void *)(uintptr_t)(masked ^ MASK), *warm = NULL;
+    for (int i = 0; i < 2; i++) {
+        if (i) free(p);
+        reused = reused_block(size);
+        if (!i) warm = reused;
+    }
+    free(warm);
+    return enif_make_atom(env, reused == p ? "true" : "false");
+}
+
 /* many(kept, lost, size): kept blocks in an array that a static pointer keeps, and lost ones;
  * for bench/leaks.exs. */
 static void **kept_array;
@@ -442,6 +486,8 @@ static ErlNifFunc funcs[] = {
     {"lose_masked", 2, lose_masked, 0},
     {"free_behind", 1, free_behind, 0},
     {"lose_binary", 1, lose_binary, 0},
+    {"hold_word", 1, hold_word, 0},
+    {"free_and_reuse", 2, free_and_reuse, 0},
 };
 
 ERL_NIF_INIT(Elixir.Mtrace.Test.Lost, funcs, load, NULL, NULL, NULL)
