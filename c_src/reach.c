@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <ucontext.h>
@@ -49,7 +50,19 @@ struct ctx {
     struct mt_world *world;
     uintptr_t self_sp; /* the calling thread's stack pointer; 0 at exit */
     int table;         /* this copy records: its table is held while the threads are stopped */
+    /* Paths (mt_reach_paths): the queue is read first in, first out, so that the mark is a
+     * breadth-first search, and each block marked notes what marked it: the block being read,
+     * or root (the kind of root being read), and the address of the word (via). */
+    size_t *parent;
+    uintptr_t *via;
+    size_t root, head;
+    /* The address asked about, xor HIDE_MASK (so that the ctx holds no copy of it), and whether
+     * the root being read is one where the asker's own copies of it lie (see reach.h). */
+    uintptr_t hide;
+    int hiding;
 };
+
+#define HIDE_MASK ((uintptr_t)0x5a5a5a5a5a5a5a5aULL)
 
 /* Reads [a, a + len) to `to`; returns how many bytes from a were read. */
 static size_t read_mem(struct ctx *c, uintptr_t a, size_t len, void *to)
@@ -76,30 +89,50 @@ static int next_chunk_header(const struct mt_record *r, uintptr_t w)
     return w != r->addr && w == r->addr - 16 + chunk;
 }
 
-static void consider(struct ctx *c, uintptr_t w)
+/* w, the word at address at (for registers: the thread's index << 8 | the register's * 8). */
+static void consider(struct ctx *c, uintptr_t w, uintptr_t at)
 {
+    if (c->hiding && (w ^ HIDE_MASK) == c->hide) return;
     size_t i = mt_snapshot_find(c->s, w);
     if (i == MT_SNAPSHOT_NONE || i == c->self || (c->st[i] != c->from && c->st[i] != c->from2) ||
         next_chunk_header(&c->s->rec[i], w))
         return;
     c->st[i] = c->target;
+    if (c->parent) {
+        c->parent[i] = c->self != MT_SNAPSHOT_NONE ? c->self : c->root;
+        c->via[i] = at;
+    }
     if (c->push) c->work[c->nwork++] = i;
 }
 
 /* An alternate signal stack: only the kernel points to it, and what it holds is the signal
  * frames of handlers, the stop's own included, whose registers are read from the stop. It is
  * reachable, and its stale frames are not read. */
-static void keep(struct ctx *c, uintptr_t a)
+static void keep(struct ctx *c, uintptr_t a, size_t thread)
 {
     size_t i = mt_snapshot_find(c->s, a);
-    if (i != MT_SNAPSHOT_NONE && c->st[i] == UNSEEN) c->st[i] = MT_REACH_REACHABLE;
+    if (i == MT_SNAPSHOT_NONE || c->st[i] != UNSEEN) return;
+    c->st[i] = MT_REACH_REACHABLE;
+    if (c->parent) {
+        c->parent[i] = MT_REACH_ALTSTACK;
+        c->via[i] = thread << 8;
+    }
 }
 
-static void scan_words(struct ctx *c, const void *p, size_t len)
+/* The words of p, a copy of len bytes from address at. */
+static void scan_words(struct ctx *c, const void *p, size_t len, uintptr_t at)
 {
     const uintptr_t *w = p;
     for (size_t k = 0, n = len / sizeof *w; k < n; k++)
-        consider(c, w[k]);
+        consider(c, w[k], at + k * sizeof *w);
+}
+
+/* The registers of thread number `thread` (an index in r->thread). */
+static void scan_regs(struct ctx *c, const uintptr_t *regs, size_t thread)
+{
+    c->root = MT_REACH_REGISTER;
+    scan_words(c, regs, MT_WORLD_REGS * sizeof *regs, thread << 8);
+    c->root = MT_REACH_MEMORY;
 }
 
 /* Reads and scans [lo, hi), a page at a time past what cannot be read. */
@@ -128,7 +161,7 @@ static void scan_range(struct ctx *c, uintptr_t lo, uintptr_t hi, uint64_t *byte
             }
         }
         size_t got = read_mem(c, lo, len, c->buf);
-        scan_words(c, c->buf, got);
+        scan_words(c, c->buf, got, lo);
         *bytes += got;
         if (got < len) {
             uintptr_t skip = ((lo + got) & ~(uintptr_t)(MT_PAGE - 1)) + MT_PAGE;
@@ -195,23 +228,36 @@ static void scan_minus_own(struct ctx *c, uintptr_t lo, uintptr_t hi)
     }
 }
 
+/* Blocks queued and not read yet; the next one to read (the newest, or with paths the oldest). */
+static int queued(const struct ctx *c)
+{
+    return c->parent ? c->head < c->nwork : c->nwork > 0;
+}
+
+static size_t next_queued(struct ctx *c)
+{
+    return c->parent ? c->work[c->head++] : c->work[--c->nwork];
+}
+
 /* Reads and scans the queued blocks, a batch per system call, until none is left. */
 static void drain(struct ctx *c)
 {
-    while (c->nwork) {
+    while (queued(c)) {
         struct iovec local[BATCH], remote[BATCH];
-        size_t idx[BATCH], k = 0, used = 0;
-        while (c->nwork && k < BATCH) {
-            size_t i = c->work[c->nwork - 1];
+        /* idx zeroed: cppcheck cannot tell that only idx[0 .. k) is read (4 KiB a batch) */
+        size_t idx[BATCH] = {0}, k = 0, used = 0, start = c->head;
+        while (queued(c) && k < BATCH) {
+            size_t i = c->parent ? c->work[c->head] : c->work[c->nwork - 1];
             size_t len = c->s->rec[i].size & ~(size_t)7;
             if (k && used + len > BUF) break;
-            c->nwork--;
+            next_queued(c);
             if (len > BUF) {
                 /* a block larger than the buffer is read on its own, in pieces */
                 size_t saved = c->self;
                 c->self = i;
                 scan_range(c, c->s->rec[i].addr, c->s->rec[i].addr + len, &c->r->block_bytes);
                 c->self = saved;
+                start = c->head;
                 continue;
             }
             local[k] = (struct iovec){c->buf + used, len};
@@ -230,18 +276,22 @@ static void drain(struct ctx *c)
         if (k && c->direct)
             for (size_t j = 0; j < k; got += remote[j].iov_len, j++)
                 memcpy(local[j].iov_base, remote[j].iov_base, remote[j].iov_len);
-        /* The call stops at the first block it cannot read: the ones after it go back. */
+        /* The call stops at the first block it cannot read: the ones after it go back (with
+         * paths, the queue is read again from there, so that it keeps its order). */
         size_t at = 0, j = 0;
         for (; j < k && at + local[j].iov_len <= got; at += local[j++].iov_len) {
             c->self = idx[j];
-            scan_words(c, local[j].iov_base, local[j].iov_len);
+            scan_words(c, local[j].iov_base, local[j].iov_len, (uintptr_t)remote[j].iov_base);
             c->r->block_bytes += local[j].iov_len;
         }
         c->self = MT_SNAPSHOT_NONE;
         if (j < k) {
             c->r->unreadable_bytes += local[j].iov_len;
-            for (size_t m = j + 1; m < k; m++)
-                c->work[c->nwork++] = idx[m];
+            if (c->parent)
+                c->head = start + j + 1;
+            else
+                for (size_t m = j + 1; m < k; m++)
+                    c->work[c->nwork++] = idx[m];
         }
     }
 }
@@ -285,10 +335,25 @@ static int named(const char *p, size_t len, const char *name)
     return strlen(name) == len && memcmp(p, name, len) == 0;
 }
 
+/* Whether the mapping [lo, hi) may hold the asker's own copies of the address asked about: the
+ * asking thread's stack, or anonymous memory that is no other thread's stack (the VM's, where the
+ * asking process keeps the address as an integer). A file's, or the anonymous one just after a
+ * file's (an object's bss past its last page), is a library's data: named. */
+static int hides(const struct ctx *c, uintptr_t lo, uintptr_t hi, int of_file)
+{
+    if (c->self_sp >= lo && c->self_sp < hi) return 1;
+    for (size_t i = 0; i < c->world->n; i++) {
+        const struct mt_world_thread *t = &c->world->t[i];
+        if (t->tid > 0 && t->stopped && t->sp >= lo && t->sp < hi) return 0;
+    }
+    return !of_file;
+}
+
 static void scan_roots(struct ctx *c, uintptr_t own_lo, uintptr_t own_hi)
 {
     struct mt_mapping m;
-    for (size_t at = 0; mt_maps_next(&c->maps, &at, &m);) {
+    uintptr_t file_end = 0; /* where the last mapping of a file ended */
+    for (size_t at = 0; mt_maps_next(&c->maps, &at, &m); file_end = m.path_len ? m.hi : 0) {
         if (!m.readable || !m.writable) continue;
         uintptr_t lo = m.lo, hi = m.hi;
         const char *q = m.path;
@@ -300,23 +365,34 @@ static void scan_roots(struct ctx *c, uintptr_t own_lo, uintptr_t own_hi)
              memcmp(q, "/dev/shm/", plen < 9 ? plen : 9) != 0) ||
             (plen == 0 && arena_heap(c, lo, hi)))
             continue;
+        c->hiding = c->hide && hides(c, lo, hi, plen || lo == file_end);
         scan_minus_own(c, live_from(c, lo, hi), hi);
     }
+    c->hiding = 0;
 }
 
-static void mark_from_roots(struct ctx *c, uintptr_t own_lo, uintptr_t own_hi)
+/* here: the calling thread's registers (NULL at exit), its index in r->thread after the others. */
+static void mark_from_roots(struct ctx *c, uintptr_t own_lo, uintptr_t own_hi,
+                            const uintptr_t *here)
 {
     c->from = c->from2 = UNSEEN;
     c->target = MT_REACH_REACHABLE;
     c->push = 1;
+    c->root = MT_REACH_MEMORY;
     scan_roots(c, own_lo, own_hi);
     for (size_t i = 0; i < c->world->n; i++) {
         const struct mt_world_thread *t = &c->world->t[i];
         if (t->tid > 0 && t->stopped) {
-            scan_words(c, t->regs, sizeof t->regs);
-            keep(c, t->altstack);
+            scan_regs(c, t->regs, i);
+            keep(c, t->altstack, i);
         }
     }
+    c->hiding = c->hide != 0;
+    if (here) scan_regs(c, here, c->world->n);
+    c->hiding = 0;
+    stack_t alt;
+    if (sigaltstack(NULL, &alt) == 0 && !(alt.ss_flags & SS_DISABLE))
+        keep(c, (uintptr_t)alt.ss_sp, c->world->n);
     drain(c);
 }
 
@@ -442,20 +518,42 @@ static void go_on(struct ctx *c, struct mt_world *world)
     mt_maps_drop(&c->maps);
 }
 
-int mt_reach_run(struct mt_reach *r, int at_exit, int walk_heap)
+/* The threads as the paths name them: the stopped ones in the world's order, then the caller. */
+static void note_threads(struct ctx *c, struct mt_reach_thread *to)
+{
+    for (size_t i = 0; i <= c->world->n; i++) {
+        struct mt_reach_thread *t = &to[i];
+        if (i < c->world->n) {
+            t->tid = c->world->t[i].stopped ? c->world->t[i].tid : 0;
+            t->sp = c->world->t[i].sp;
+        } else {
+            t->tid = (pid_t)syscall(SYS_gettid);
+            t->sp = c->self_sp;
+        }
+        own_stack(t->sp, &t->lo, &t->hi, c);
+    }
+}
+
+static int run(struct mt_reach *r, int at_exit, int walk_heap, int paths, uintptr_t hide)
 {
     *r = (struct mt_reach){0};
     mt_guard_hold();
     /* Callee-saved registers of this thread's callers, spilled where the stack scan sees them. */
     ucontext_t here;
     getcontext(&here);
+    uintptr_t regs[MT_WORLD_REGS];
+    mt_world_regs(&here, regs);
     struct mt_world world;
     struct mt_heap heap = {0};
     int rc = -1, e = ENOMEM;
     int walk = walk_heap && mt_heap_prepare(&heap) == 0;
     if (walk_heap && !walk) r->heap_refused = heap.refused;
-    struct ctx c = {
-        .r = r, .s = &r->snap, .pid = getpid(), .world = &world, .self = MT_SNAPSHOT_NONE};
+    struct ctx c = {.r = r,
+                    .s = &r->snap,
+                    .pid = getpid(),
+                    .world = &world,
+                    .self = MT_SNAPSHOT_NONE,
+                    .hide = hide};
     if (stop(&c, &world, &heap, walk) != 0) {
         e = errno;
         mt_guard_release();
@@ -463,12 +561,20 @@ int mt_reach_run(struct mt_reach *r, int at_exit, int walk_heap)
         return -1;
     }
     if (take(&c, &heap) != 0) goto out;
-    size_t n = r->snap.n ? r->snap.n : 1;
+    size_t n = r->snap.n ? r->snap.n : 1, threads = world.n + 1;
     r->map_len = n + n * sizeof(size_t) + BUF + 64;
+    if (paths) r->map_len += n * (sizeof *r->parent + sizeof *r->via) + threads * sizeof *r->thread;
     if (!(r->map = mt_mem_map(r->map_len))) goto out;
     c.buf = r->map;
     c.work = (size_t *)((char *)r->map + BUF);
-    r->state = (uint8_t *)(c.work + n);
+    if (paths) {
+        c.parent = r->parent = c.work + n;
+        c.via = r->via = (uintptr_t *)(r->parent + n);
+        r->thread = (struct mt_reach_thread *)(r->via + n);
+        r->state = (uint8_t *)(r->thread + threads);
+    } else {
+        r->state = (uint8_t *)(c.work + n);
+    }
     c.st = r->state;
     for (size_t i = r->snap.heap; i < r->snap.n; i++)
         r->state[i] = MT_REACH_TRACKED;
@@ -481,12 +587,14 @@ int mt_reach_run(struct mt_reach *r, int at_exit, int walk_heap)
         own_stack((uintptr_t)__builtin_frame_address(0), &own_lo, &own_hi, &c);
     else
         c.self_sp = (uintptr_t)__builtin_frame_address(0);
-    mark_from_roots(&c, own_lo, own_hi);
-    if (!at_exit) scan_words(&c, here.uc_mcontext.gregs, sizeof here.uc_mcontext.gregs);
-    stack_t alt;
-    if (sigaltstack(NULL, &alt) == 0 && !(alt.ss_flags & SS_DISABLE))
-        keep(&c, (uintptr_t)alt.ss_sp);
-    drain(&c);
+    mark_from_roots(&c, own_lo, own_hi, at_exit ? NULL : regs);
+    if (paths) {
+        note_threads(&c, r->thread);
+        r->threads_noted = threads;
+        /* the lost ones are classified as usual, the queue read last in, first out */
+        c.parent = NULL;
+        c.nwork = c.head = 0;
+    }
     for (size_t i = 0; i < r->snap.heap; i++)
         if (r->state[i] == STICKY) r->state[i] = UNSEEN;
     classify_lost(&c);
@@ -499,6 +607,28 @@ out:
     mt_guard_release();
     if (rc != 0) errno = e;
     return rc;
+}
+
+int mt_reach_run(struct mt_reach *r, int at_exit, int walk_heap)
+{
+    return run(r, at_exit, walk_heap, 0, 0);
+}
+
+int mt_reach_paths(struct mt_reach *r, uintptr_t masked)
+{
+    return run(r, 0, 1, 1, masked ? masked ^ MT_REACH_MASK ^ HIDE_MASK : 0);
+}
+
+size_t mt_reach_path(const struct mt_reach *r, size_t i, size_t *chain, size_t cap)
+{
+    size_t len = 0;
+    if (!r->parent || i >= r->snap.heap || r->state[i] != MT_REACH_REACHABLE) return 0;
+    for (;;) {
+        if (len < cap) chain[len] = i;
+        len++;
+        if (r->parent[i] >= r->snap.heap) return len;
+        i = r->parent[i];
+    }
 }
 
 int mt_reach_heap(struct mt_reach *r, struct mt_heap *heap)

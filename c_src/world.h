@@ -48,6 +48,12 @@ struct mt_world {
     uint64_t stop_ns; /* CLOCK_MONOTONIC when the stop started, for the pause's length */
 };
 
+/* The registers a stopped thread saves, in regs[] order, from a ucontext_t (a signal's, or
+ * getcontext's); async-signal-safe. Their names ("rax", ..., "rsp" at 7, "rip", "eflags"). */
+void mt_world_regs(const void *ucontext, uintptr_t out[MT_WORLD_REGS]);
+extern const char *const mt_world_reg_names[MT_WORLD_REGS];
+#define MT_WORLD_RSP 7
+
 /* mtrace's own background thread (service.h) blocks every signal and touches none of the
  * program's memory: the calling thread is left out of every later stop. One thread at a time;
  * async-signal-safe. */

@@ -26,6 +26,7 @@ defmodule Mtrace.Options do
     top: [demangle: true, group: :stack] ++ @filters ++ @cluster,
     diff: [demangle: true, group: :stack] ++ Keyword.take(@filters, @by_stack) ++ @cluster,
     mark: @cluster,
+    why: [demangle: true],
     stats: @cluster,
     watch:
       [interval: 10_000, n: 5, count: nil, group: :stack, leaks: false] ++

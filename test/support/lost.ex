@@ -30,6 +30,12 @@ defmodule Mtrace.Test.Lost do
   # Frees the block at the masked address, then allocates size bytes that a static keeps:
   # whether it got the same address.
   def free_and_reuse(_masked, _size), do: :erlang.nif_error(:not_loaded)
+  # Masked addresses of kept blocks: kept_static[i]; a chain of three under a static.
+  def static_address(_i), do: :erlang.nif_error(:not_loaded)
+  def keep_chain, do: :erlang.nif_error(:not_loaded)
+  # A thread whose stack alone keeps a block: {masked address, the thread's id}; and its end.
+  def hold_on_stack(_size), do: :erlang.nif_error(:not_loaded)
+  def release_stack, do: :erlang.nif_error(:not_loaded)
   # An off-heap binary allocated and never released.
   def lose_binary(_size), do: :erlang.nif_error(:not_loaded)
 end
