@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
@@ -63,6 +64,36 @@ struct ctx {
 };
 
 #define HIDE_MASK ((uintptr_t)0x5a5a5a5a5a5a5a5aULL)
+
+/* The loaded objects' writable segments (data and bss), listed before a mark with paths: an
+ * object's bss past its file's last page is an anonymous mapping, and a library's data is never
+ * where the asker keeps its copies. One mark with paths at a time (paths_lock). */
+#define SEGMENTS 1024
+static pthread_mutex_t paths_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct segment {
+    uintptr_t lo, hi;
+} segments[SEGMENTS];
+static size_t nsegments;
+
+static int note_segments(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    (void)arg;
+    for (size_t i = 0; i < info->dlpi_phnum && nsegments < SEGMENTS; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_W))
+            segments[nsegments++] = (struct segment){info->dlpi_addr + ph->p_vaddr,
+                                                     info->dlpi_addr + ph->p_vaddr + ph->p_memsz};
+    }
+    return 0;
+}
+
+static int in_segment(uintptr_t lo, uintptr_t hi)
+{
+    for (size_t i = 0; i < nsegments; i++)
+        if (lo < segments[i].hi && hi > segments[i].lo) return 1;
+    return 0;
+}
 
 /* Reads [a, a + len) to `to`; returns how many bytes from a were read. */
 static size_t read_mem(struct ctx *c, uintptr_t a, size_t len, void *to)
@@ -336,9 +367,8 @@ static int named(const char *p, size_t len, const char *name)
 }
 
 /* Whether the mapping [lo, hi) may hold the asker's own copies of the address asked about: the
- * asking thread's stack, or anonymous memory that is no other thread's stack (the VM's, where the
- * asking process keeps the address as an integer). A file's, or the anonymous one just after a
- * file's (an object's bss past its last page), is a library's data: named. */
+ * asking thread's stack, or anonymous memory that is no other thread's stack and no object's data
+ * (the VM's, where the asking process keeps the address as an integer). */
 static int hides(const struct ctx *c, uintptr_t lo, uintptr_t hi, int of_file)
 {
     if (c->self_sp >= lo && c->self_sp < hi) return 1;
@@ -346,14 +376,13 @@ static int hides(const struct ctx *c, uintptr_t lo, uintptr_t hi, int of_file)
         const struct mt_world_thread *t = &c->world->t[i];
         if (t->tid > 0 && t->stopped && t->sp >= lo && t->sp < hi) return 0;
     }
-    return !of_file;
+    return !of_file && !in_segment(lo, hi);
 }
 
 static void scan_roots(struct ctx *c, uintptr_t own_lo, uintptr_t own_hi)
 {
     struct mt_mapping m;
-    uintptr_t file_end = 0; /* where the last mapping of a file ended */
-    for (size_t at = 0; mt_maps_next(&c->maps, &at, &m); file_end = m.path_len ? m.hi : 0) {
+    for (size_t at = 0; mt_maps_next(&c->maps, &at, &m);) {
         if (!m.readable || !m.writable) continue;
         uintptr_t lo = m.lo, hi = m.hi;
         const char *q = m.path;
@@ -365,7 +394,7 @@ static void scan_roots(struct ctx *c, uintptr_t own_lo, uintptr_t own_hi)
              memcmp(q, "/dev/shm/", plen < 9 ? plen : 9) != 0) ||
             (plen == 0 && arena_heap(c, lo, hi)))
             continue;
-        c->hiding = c->hide && hides(c, lo, hi, plen || lo == file_end);
+        c->hiding = c->hide && hides(c, lo, hi, plen != 0);
         scan_minus_own(c, live_from(c, lo, hi), hi);
     }
     c->hiding = 0;
@@ -616,7 +645,12 @@ int mt_reach_run(struct mt_reach *r, int at_exit, int walk_heap)
 
 int mt_reach_paths(struct mt_reach *r, uintptr_t masked)
 {
-    return run(r, 0, 1, 1, masked ? masked ^ MT_REACH_MASK ^ HIDE_MASK : 0);
+    pthread_mutex_lock(&paths_lock);
+    nsegments = 0;
+    dl_iterate_phdr(note_segments, NULL);
+    int rc = run(r, 0, 1, 1, masked ? masked ^ MT_REACH_MASK ^ HIDE_MASK : 0);
+    pthread_mutex_unlock(&paths_lock);
+    return rc;
 }
 
 size_t mt_reach_path(const struct mt_reach *r, size_t i, size_t *chain, size_t cap)

@@ -119,16 +119,17 @@ int mt_reach_run(struct mt_reach *r, int at_exit, int walk_heap);
 /* Why blocks are kept. mt_reach_run(r, 0, 1), whose mark is a breadth-first search from the roots
  * (every root is read before any block) that notes, for each block it marks, what marked it:
  * r->parent and r->via. Following parents from a reachable block back to a root gives a shortest
- * chain of pointers (fewest blocks) from the roots to it; only the blocks the caller's own
- * registers alone reach come after the others. Costs 16 bytes a live block more than a mark.
+ * chain of pointers (fewest blocks) from the roots to it. Costs 16 bytes a live block more than a
+ * mark; one at a time (a mutex), as mt_reach_run() is.
  * mt_reach_path(): that chain for block i, the block itself first, the one a root points to last,
  * in chain[0 .. min(n, cap)); returns n, 0 when i is not a reachable heap block.
  * The asker holds the address it asks about (an integer in its process's heap, copies in its
  * thread's frames and registers), and such a word would be the shortest chain to any block:
  * masked is that address xor MT_REACH_MASK (so that the caller need keep no copy of it), and a
  * word equal to it is not counted in the calling thread's stack and registers, nor in anonymous
- * mappings that are no other thread's stack (the VM's memory). Words in libraries' data, other
- * threads' stacks and blocks are. 0: none is hidden. */
+ * mappings that are no other thread's stack and no loaded object's data or bss (the VM's memory;
+ * the objects' writable segments are listed, with dl_iterate_phdr, before the threads stop).
+ * Words in libraries' data, other threads' stacks and blocks are. 0: none is hidden. */
 #define MT_REACH_MASK ((uintptr_t)0x3c3c3c3c3c3c3c3cULL)
 int mt_reach_paths(struct mt_reach *r, uintptr_t masked);
 size_t mt_reach_path(const struct mt_reach *r, size_t i, size_t *chain, size_t cap);
