@@ -12,7 +12,9 @@
  */
 #define _GNU_SOURCE
 #include <erl_nif.h>
+#include <link.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -22,6 +24,7 @@
 #include "attach.h"
 #include "config.h"
 #include "hooks.h"
+#include "platform.h"
 #include "proc.h"
 #include "reach.h"
 #include "recorder.h"
@@ -552,10 +555,69 @@ static ERL_NIF_TERM leaks(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     return enif_make_tuple_from_array(env, pair, 2);
 }
 
-/* The root that holds the word at via (mt_reach_paths' MT_REACH_MEMORY): a stopped thread's
- * stack, a loaded module's data, or another mapping. */
+/* The loaded objects' static TLS blocks, each at the same distance below every thread's thread
+ * pointer: found from the calling thread's own (dl_iterate_phdr's dlpi_tls_data). A block of
+ * dynamic TLS (an object loaded later, out of the static room) is a malloc block of its own. */
+#define TLS_OBJECTS 64
+struct tls_objects {
+    uintptr_t tp;
+    size_t n;
+    struct {
+        char path[256];
+        uintptr_t below, size;
+    } o[TLS_OBJECTS];
+};
+
+static int note_tls(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    struct tls_objects *t = arg;
+    uintptr_t data = (uintptr_t)info->dlpi_tls_data;
+    (void)size;
+    if (!data || data >= t->tp || t->tp - data > ((uintptr_t)1 << 20) || t->n == TLS_OBJECTS)
+        return 0;
+    for (size_t i = 0; i < info->dlpi_phnum; i++)
+        if (info->dlpi_phdr[i].p_type == PT_TLS) {
+            size_t len = strnlen(info->dlpi_name, sizeof t->o[t->n].path - 1);
+            memcpy(t->o[t->n].path, info->dlpi_name, len);
+            t->o[t->n].path[len] = '\0';
+            t->o[t->n].below = t->tp - data;
+            t->o[t->n++].size = info->dlpi_phdr[i].p_memsz;
+        }
+    return 0;
+}
+
+/* {:tls, via, tid, path | nil, offset} when via lies in thread t's static TLS (path: the object,
+ * offset: in its block) or its control block (nil, offset from the thread pointer); else 0. */
+static ERL_NIF_TERM tls_root(ErlNifEnv *env, const struct mt_reach_thread *t,
+                             const struct tls_objects *objects, uintptr_t via)
+{
+    ERL_NIF_TERM k[5] = {enif_make_atom(env, "tls"), enif_make_uint64(env, via),
+                         enif_make_int(env, t->tid), atom_nil, 0};
+    if (t->tp && via >= t->tp && via < t->tp + MT_TCB_BYTES) {
+        k[4] = enif_make_uint64(env, via - t->tp);
+        return enif_make_tuple_from_array(env, k, 5);
+    }
+    for (size_t i = 0; t->tp && i < objects->n; i++) {
+        uintptr_t lo = t->tp - objects->o[i].below;
+        if (via >= lo && via < lo + objects->o[i].size) {
+            k[3] = objects->o[i].path[0] ? make_string(env, objects->o[i].path) : atom_nil;
+            k[4] = enif_make_uint64(env, via - lo);
+            return enif_make_tuple_from_array(env, k, 5);
+        }
+    }
+    return 0;
+}
+
+/* The root that holds the word at via (mt_reach_paths' MT_REACH_MEMORY): a stopped thread's TLS
+ * or stack, a loaded module's data, or another mapping. */
 static ERL_NIF_TERM memory_root(ErlNifEnv *env, const struct mt_reach *r, uintptr_t via)
 {
+    struct tls_objects objects = {.tp = (uintptr_t)pthread_self()};
+    dl_iterate_phdr(note_tls, &objects);
+    for (size_t i = 0; i < r->threads_noted; i++) {
+        ERL_NIF_TERM tls = r->thread[i].tid ? tls_root(env, &r->thread[i], &objects, via) : 0;
+        if (tls) return tls;
+    }
     for (size_t i = 0; i < r->threads_noted; i++) {
         const struct mt_reach_thread *t = &r->thread[i];
         if (t->tid && via >= t->lo && via < t->hi) {

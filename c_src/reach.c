@@ -555,9 +555,11 @@ static void note_threads(struct ctx *c, struct mt_reach_thread *to)
         if (i < c->world->n) {
             t->tid = c->world->t[i].stopped ? c->world->t[i].tid : 0;
             t->sp = c->world->t[i].sp;
+            t->tp = c->world->t[i].tp;
         } else {
             t->tid = (pid_t)syscall(SYS_gettid);
             t->sp = c->self_sp;
+            t->tp = (uintptr_t)pthread_self();
         }
         own_stack(t->sp, &t->lo, &t->hi, c);
     }

@@ -66,10 +66,11 @@ enum mt_reach_state {
 };
 
 /* A thread as mt_reach_paths() names it: its stack pointer and the mapping that holds it (0 and
- * 0 when none does); tid 0 for a thread that did not stop. */
+ * 0 when none does), its thread pointer; tid 0 for a thread that did not stop. */
 struct mt_reach_thread {
     pid_t tid;
     uintptr_t sp, lo, hi;
+    uintptr_t tp; /* its thread pointer (world.h) */
 };
 
 /* What marked a block first (mt_reach_paths), other than a block: a word of memory outside every

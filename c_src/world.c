@@ -80,6 +80,7 @@ static void on_stop(int sig, siginfo_t *si, void *ctx)
             mt_world_regs(ctx, t->regs);
             t->sp = t->regs[MT_WORLD_RSP];
             stack_t alt;
+            t->tp = (uintptr_t)pthread_self();
             t->altstack = sigaltstack(NULL, &alt) == 0 && !(alt.ss_flags & SS_DISABLE)
                               ? (uintptr_t)alt.ss_sp
                               : 0;

@@ -39,6 +39,7 @@ struct mt_world_thread {
     uintptr_t sp; /* stack pointer where it was stopped, 0 when unknown */
     uintptr_t regs[MT_WORLD_REGS];
     uintptr_t altstack; /* its sigaltstack, which only the kernel may point to; 0 when none */
+    uintptr_t tp;       /* its thread pointer (glibc's pthread_self(): its static TLS lies below) */
 };
 
 struct mt_world {

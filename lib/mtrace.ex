@@ -295,7 +295,7 @@ defmodule Mtrace do
 
   The mark of `leaks/1` is made again, as a breadth-first search that notes, for each block it
   reaches, what pointed to it first: a library's static data (named by its variable), a thread's
-  stack or registers, the VM's memory, or another block (with the offset of the pointer in it).
+  stack, thread-local storage or registers, the VM's memory, or another block (with the offset of the pointer in it).
   The threads are stopped as for `leaks/1`, for the same time (`leaks_info/1`'s `:pause_ns`).
   This answers "this site keeps growing, but is not lost: who holds it?", and "why is this block
   that I expected lost not reported?" (a stale word, whose place the root says).
@@ -367,6 +367,9 @@ defmodule Mtrace do
 
   defp path_root({:static, via, library, name, offset}),
     do: %{kind: :static, address: via, library: library, name: name, offset: offset}
+
+  defp path_root({:tls, via, tid, library, offset}),
+    do: %{kind: :tls, address: via, thread: tid, library: library, offset: offset}
 
   defp path_root({:register, tid, name}), do: %{kind: :register, thread: tid, register: name}
   defp path_root({:altstack, tid}), do: %{kind: :altstack, thread: tid}

@@ -31,36 +31,39 @@ defmodule Mtrace.WhyTest do
   one = Lost.static_address(1)
   chain = Lost.keep_chain()
   {held, tid} = Lost.hold_on_stack(256)
+  {in_tls, tls_tid} = Lost.keep_tls_here(200)
   static = plain.(Mtrace.why(Bitwise.bxor(one, m)))
   last = plain.(Mtrace.why(Bitwise.bxor(List.last(chain), m)))
   # c + 8 made without c itself on the heap (c is 16-aligned): an integer equal to c would be a
   # word of the VM's memory that points to c, and the shortest chain
   interior = plain.(Mtrace.why(Bitwise.bxor(List.last(chain), Bitwise.bxor(m, 8))))
   stack = plain.(Mtrace.why(Bitwise.bxor(held, m)))
+  tls = plain.(Mtrace.why(Bitwise.bxor(in_tls, m)))
   text = inspect(Mtrace.why(Bitwise.bxor(hd(chain), m)))
   :ok = Lost.release_stack()
-  {one, chain, held, tid, [static, last, interior, stack], text}
+  {one, chain, {held, in_tls}, {tid, tls_tid}, [static, last, interior, stack, tls], text}
   """
 
-  # The chains a node gave are exact when the roots are the static array, the chain's static root
-  # and the thread's stack. A stale word (see leaks_test) may give a chain as short or shorter
+  # The chains a node gave are exact when the roots are the static array, the chain's static root,
+  # the thread's stack and the other thread's TLS. A stale word (see leaks_test) may give a chain as short or shorter
   # from elsewhere: in every node each chain must end at the block asked about, and one node of
   # at most four must give the exact chains. Returns that node's answers.
   defp exact_chains do
     Enum.reduce_while(1..4, [], fn _, seen ->
-      {one, [_, _, c], held, _tid, answers, _text} = result = in_node(@kept)
+      {one, [_, _, c], {held, in_tls}, _tids, answers, _text} = result = in_node(@kept)
 
-      for {{_root, links}, asked} <- Enum.zip(answers, [one, c, c, held]) do
+      for {{_root, links}, asked} <- Enum.zip(answers, [one, c, c, held, in_tls]) do
         assert {^asked, _, nil, _} = List.last(links)
       end
 
       case result do
-        {_, _, _, tid,
+        {_, _, _, {tid, tls_tid},
          [
            {%{kind: :static, name: "kept_static"}, [_]},
            {%{kind: :static, name: "chain_root"}, [_, _, _]},
            {%{kind: :static, name: "chain_root"}, [_, _, _]},
-           {%{kind: :stack, thread: tid}, [_]}
+           {%{kind: :stack, thread: tid}, [_]},
+           {%{kind: :tls, thread: tls_tid}, [_ | _]}
          ], _} ->
           {:halt, result}
 
@@ -74,8 +77,9 @@ defmodule Mtrace.WhyTest do
     end
   end
 
-  test "a block held by a library's static, a chain of three from a static, a thread's stack" do
-    {one, [a, b, c], held, tid, [static, chain, interior, stack], text} = exact_chains()
+  test "a block held by a library's static, a chain of three from a static, a thread's stack, TLS" do
+    {one, [a, b, c], {held, in_tls}, {tid, tls_tid}, [static, chain, interior, stack, tls], text} =
+      exact_chains()
 
     # kept_static[1]: the word 8 bytes into the static array
     assert {%{kind: :static, library: lib, name: "kept_static", offset: 8}, links} = static
@@ -98,6 +102,12 @@ defmodule Mtrace.WhyTest do
     assert {%{kind: :stack, thread: ^tid, offset: offset}, links} = stack
     assert offset >= -128
     assert links == [{held, 256, nil, ["malloc", "stack_block"]}]
+
+    # lost.so's __thread variable, in dynamic TLS (a library loaded by dlopen): the thread's
+    # control block points to its TLS vector (the word at 8), which points to lost.so's 8-byte
+    # TLS block, whose one word is kept_tls
+    assert {%{kind: :tls, thread: ^tls_tid, library: nil, offset: 8}, links} = tls
+    assert [{_, _, _, _}, {_, 8, 0, _}, {^in_tls, 200, nil, ["malloc", "tls_block"]}] = links
 
     assert text =~
              ~r/^#Mtrace.Path<static lost.so:chain_root\+0 -> 0x[0-9A-F]+ \(64 B chain_block/

@@ -11,6 +11,12 @@ defmodule Mtrace.Path do
       * `:stack` - a thread's stack, at or above its stack pointer: `:thread` (its Linux thread
         id), `:offset` (of the word from the stack pointer; the 128-byte red zone below it
         counts too, as a negative offset) and `:address`.
+      * `:tls` - a thread's static thread-local storage: `:thread`, `:library` (the object whose
+        TLS block holds the word, and `:offset` in that block), or `library: nil` for the
+        thread's control block (glibc's `struct pthread`, which points to its dynamic TLS and
+        holds `pthread_setspecific`'s first values; `:offset` from the thread pointer), and
+        `:address`. An object loaded later keeps its TLS in a block of its own, reached from
+        there.
       * `:register` - a register of a stopped thread (or of the thread that asked):
         `:thread` and `:register` (`"rax"`, ..., `"r15"`, `"rip"`).
       * `:altstack` - a thread's alternate signal stack, which only the kernel points to:
@@ -33,7 +39,7 @@ defmodule Mtrace.Path do
 
   defstruct root: %{}, links: []
 
-  @type kind :: :static | :stack | :register | :altstack | :vm | :other
+  @type kind :: :static | :stack | :tls | :register | :altstack | :vm | :other
 
   @type root :: %{
           required(:kind) => kind(),
@@ -70,6 +76,13 @@ defimpl Inspect, for: Mtrace.Path do
     do: "static #{Path.basename(lib)}:#{name || "+"}#{if name, do: "+"}#{off}"
 
   defp root(%{kind: :stack, thread: tid, offset: off}), do: "stack of thread #{tid} (sp+#{off})"
+
+  defp root(%{kind: :tls, thread: tid, library: nil, offset: off}),
+    do: "control block of thread #{tid}+#{off}"
+
+  defp root(%{kind: :tls, thread: tid, library: lib, offset: off}),
+    do: "TLS of #{Path.basename(lib)} in thread #{tid}+#{off}"
+
   defp root(%{kind: :register, thread: tid, register: reg}), do: "#{reg} of thread #{tid}"
   defp root(%{kind: :altstack, thread: tid}), do: "sigaltstack of thread #{tid}"
   defp root(%{kind: kind, offset: off} = r), do: "#{kind} #{r[:name] || "mapping"}+#{off}"

@@ -36,6 +36,8 @@ defmodule Mtrace.Test.Lost do
   # A thread whose stack alone keeps a block: {masked address, the thread's id}; and its end.
   def hold_on_stack(_size), do: :erlang.nif_error(:not_loaded)
   def release_stack, do: :erlang.nif_error(:not_loaded)
+  # keep_tls/1, and {the block's masked address, the thread's id}.
+  def keep_tls_here(_size), do: :erlang.nif_error(:not_loaded)
   # An off-heap binary allocated and never released.
   def lose_binary(_size), do: :erlang.nif_error(:not_loaded)
 end

@@ -195,6 +195,17 @@ static ERL_NIF_TERM keep_tls(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]
     return ok(env);
 }
 
+/* keep_tls_here(size): keep_tls's block, and where: {its address xor MASK, the thread's id}. */
+static ERL_NIF_TERM keep_tls_here(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    unsigned size;
+    (void)argc;
+    if (!enif_get_uint(env, argv[0], &size)) return enif_make_badarg(env);
+    kept_tls = tls_block(size);
+    return enif_make_tuple2(env, enif_make_uint64(env, (uint64_t)(uintptr_t)kept_tls ^ MASK),
+                            enif_make_int(env, gettid()));
+}
+
 NAMED static void *buffer_data(size_t size)
 {
     void *p = malloc(size);
@@ -575,6 +586,7 @@ static ErlNifFunc funcs[] = {
     {"keep_chain", 0, keep_chain, 0},
     {"hold_on_stack", 1, hold_on_stack, 0},
     {"release_stack", 0, release_stack, 0},
+    {"keep_tls_here", 1, keep_tls_here, 0},
 };
 
 ERL_NIF_INIT(Elixir.Mtrace.Test.Lost, funcs, load, NULL, NULL, NULL)
