@@ -143,6 +143,9 @@ defmodule Mtrace.WhyTest do
       assert_raise ArgumentError, ~r/^Mtrace.why\/2: address must be/, fn -> Mtrace.why(bad) end
     end
 
+    # the NIF itself, called with no integer
+    assert_raise ArgumentError, fn -> Mtrace.Nif.why_nif(:nowhere) end
+
     assert_raise ArgumentError, ~r/^Mtrace.why\/2: unknown option :colour/, fn ->
       Mtrace.why(16, colour: 1)
     end
