@@ -10,8 +10,9 @@
  * stacks (sigaltstack: only the kernel points to them). Every aligned word that
  * points into a recorded block, at its start or inside it, marks that block, whose words are
  * then read in turn, but for a block whose record has the lost bit (an earlier scan found it
- * lost: mt_reach_remember below), which nothing marks. Recorded blocks are never roots: a block
- * is read only once it is marked.
+ * lost: mt_reach_remember below), which nothing marks, and for the two words of an Erlang ProcBin
+ * (OTP 25, 26) whose binary is dead (reach.c: the block they point into holds no live Binary).
+ * Recorded blocks are never roots: a block is read only once it is marked.
  *
  * What is not marked is lost: directly when no other lost block points to it, indirectly when
  * one does (a lost list's head is direct, its other nodes indirect). Lost blocks that only point

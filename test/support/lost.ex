@@ -38,6 +38,19 @@ defmodule Mtrace.Test.Lost do
   def release_stack, do: :erlang.nif_error(:not_loaded)
   # keep_tls/1, and {the block's masked address, the thread's id}.
   def keep_tls_here(_size), do: :erlang.nif_error(:not_loaded)
+  # n blocks lost by the NIF, each in the chunk of an off-heap binary (a malloc block with
+  # +MBe false) just collected, after a warm-up block of the same call site: [{warm, lost}],
+  # masked. Compiled, so that no binding of the evaluator keeps the binary.
+  def lose_in_binary_chunks(n) do
+    for _ <- 1..n do
+      [warm] = lose_masked(1, 124)
+      _ = byte_size(:crypto.strong_rand_bytes(100))
+      :erlang.garbage_collect()
+      [lost] = lose_masked(1, 124)
+      {warm, lost}
+    end
+  end
+
   # An off-heap binary allocated and never released.
   def lose_binary(_size), do: :erlang.nif_error(:not_loaded)
 end
