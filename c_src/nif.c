@@ -12,7 +12,9 @@
  */
 #define _GNU_SOURCE
 #include <erl_nif.h>
+#include <link.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -23,12 +25,15 @@
 #include "config.h"
 #include "hooks.h"
 #include "mem.h"
+#include "platform.h"
+#include "proc.h"
 #include "reach.h"
 #include "recorder.h"
 #include "snapshot.h"
 #include "stack.h"
 #include "symbols.h"
 #include "table.h"
+#include "world.h"
 
 #pragma weak enif_alloc
 #pragma weak enif_free
@@ -42,6 +47,8 @@
 #pragma weak enif_make_atom
 #pragma weak enif_make_badarg
 #pragma weak enif_make_double
+#pragma weak enif_make_int
+#pragma weak enif_make_long
 #pragma weak enif_make_list_from_array
 #pragma weak enif_make_map_from_arrays
 #pragma weak enif_make_new_binary
@@ -453,8 +460,23 @@ static ERL_NIF_TERM incomplete(ErlNifEnv *env, const struct mt_reach *r)
     return 0;
 }
 
-/* leaks(filter) -> {[{address, size, age_ns, stack_id, direct}], info}; a block without a record
- * has nil for its stack id and what describe() says of it for its age. */
+/* The answer of a reader whose scan r cannot call blocks lost: {:not_preloaded, heap_refused} or
+ * {:error, why, heap_refused | nil}; 0 when it can. */
+static ERL_NIF_TERM refusal(ErlNifEnv *env, const struct mt_reach *r)
+{
+    ERL_NIF_TERM why = incomplete(env, r);
+    if (!why) return 0;
+    if (enif_is_identical(why, atom_not_preloaded)) {
+        ERL_NIF_TERM t[2] = {why, make_string(env, r->heap_refused ? r->heap_refused : "")};
+        return enif_make_tuple_from_array(env, t, 2);
+    }
+    ERL_NIF_TERM t[3] = {atom_error, why,
+                         r->heap_refused ? make_string(env, r->heap_refused) : atom_nil};
+    return enif_make_tuple_from_array(env, t, 3);
+}
+
+/* leaks(filter) -> {[{address, size, age_ns, stack_id, direct, scans}], info}; a block without a
+ * record has nil for its stack id and scans, and what describe() says of it for its age. */
 static ERL_NIF_TERM leaks(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     struct filter f;
@@ -467,21 +489,16 @@ static ERL_NIF_TERM leaks(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         enif_free(f.memo);
         return enif_raise_exception(env, atom_enomem);
     }
-    ERL_NIF_TERM why = incomplete(env, &r);
+    ERL_NIF_TERM why = refusal(env, &r);
     if (why) {
         mt_reach_drop(&r);
         mt_guard_release();
         enif_free(f.memo);
-        if (enif_is_identical(why, atom_not_preloaded)) {
-            ERL_NIF_TERM t[2] = {why, make_string(env, r.heap_refused ? r.heap_refused : "")};
-            return enif_make_tuple_from_array(env, t, 2);
-        }
-        ERL_NIF_TERM t[3] = {atom_error, why,
-                             r.heap_refused ? make_string(env, r.heap_refused) : atom_nil};
-        return enif_make_tuple_from_array(env, t, 3);
+        return why;
     }
     for (size_t i = 0; i < r.missed_frees && i < MT_REACH_MISSED; i++)
         mt_forget_missed(&r.missed[i]);
+    mt_reach_remember(&r);
     /* The filter is applied after the mark, which reads every block: a block outside the filter
      * may be the only way to one inside it. Symbolizing for it runs with the threads going. */
     size_t lost = 0;
@@ -500,15 +517,17 @@ static ERL_NIF_TERM leaks(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     for (size_t i = 0; items && i < r.snap.heap; i++) {
         const struct mt_record *b = &r.snap.rec[i];
         if (r.state[i] == MT_REACH_REACHABLE || !wanted(&f, &r.snap, b)) continue;
-        ERL_NIF_TERM t[5] = {
+        ERL_NIF_TERM t[6] = {
             enif_make_uint64(env, b->addr),
             enif_make_uint64(env, b->size),
             b->stack == MT_SNAPSHOT_UNRECORDED ? describe(env, b->addr, b->size)
                                                : enif_make_uint64(env, mt_snapshot_age(&r.snap, b)),
             b->stack == MT_SNAPSHOT_UNRECORDED ? atom_nil : enif_make_uint64(env, b->stack),
             r.state[i] == MT_REACH_DIRECT ? atom_true : atom_false,
+            b->stack == MT_SNAPSHOT_UNRECORDED ? atom_nil
+                                               : enif_make_uint64(env, mt_reach_scans(b->stack)),
         };
-        items[k++] = enif_make_tuple_from_array(env, t, 5);
+        items[k++] = enif_make_tuple_from_array(env, t, 6);
     }
     const struct field info[] = {
         {"threads", enif_make_uint64(env, r.threads)},
@@ -535,6 +554,178 @@ static ERL_NIF_TERM leaks(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     mt_guard_release();
     if (!items) return enif_raise_exception(env, atom_enomem);
     return enif_make_tuple_from_array(env, pair, 2);
+}
+
+/* The loaded objects' static TLS blocks, each at the same distance below every thread's thread
+ * pointer: found from the calling thread's own (dl_iterate_phdr's dlpi_tls_data). A block of
+ * dynamic TLS (an object loaded later, out of the static room) is a malloc block of its own. */
+#define TLS_OBJECTS 64
+struct tls_objects {
+    uintptr_t tp;
+    size_t n;
+    struct {
+        char path[256];
+        uintptr_t below, size;
+    } o[TLS_OBJECTS];
+};
+
+static int note_tls(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    struct tls_objects *t = arg;
+    uintptr_t data = (uintptr_t)info->dlpi_tls_data;
+    (void)size;
+    if (!data || data >= t->tp || t->tp - data > ((uintptr_t)1 << 20) || t->n == TLS_OBJECTS)
+        return 0;
+    for (size_t i = 0; i < info->dlpi_phnum; i++)
+        if (info->dlpi_phdr[i].p_type == PT_TLS) {
+            size_t len = strnlen(info->dlpi_name, sizeof t->o[t->n].path - 1);
+            memcpy(t->o[t->n].path, info->dlpi_name, len);
+            t->o[t->n].path[len] = '\0';
+            t->o[t->n].below = t->tp - data;
+            t->o[t->n++].size = info->dlpi_phdr[i].p_memsz;
+        }
+    return 0;
+}
+
+/* {:tls, via, tid, path | nil, offset} when via lies in thread t's static TLS (path: the object,
+ * offset: in its block) or its control block (nil, offset from the thread pointer); else 0. */
+static ERL_NIF_TERM tls_root(ErlNifEnv *env, const struct mt_reach_thread *t,
+                             const struct tls_objects *objects, uintptr_t via)
+{
+    ERL_NIF_TERM k[5] = {enif_make_atom(env, "tls"), enif_make_uint64(env, via),
+                         enif_make_int(env, t->tid), atom_nil, 0};
+    if (t->tp && via >= t->tp && via < t->tp + MT_TCB_BYTES) {
+        k[4] = enif_make_uint64(env, via - t->tp);
+        return enif_make_tuple_from_array(env, k, 5);
+    }
+    for (size_t i = 0; t->tp && i < objects->n; i++) {
+        uintptr_t lo = t->tp - objects->o[i].below;
+        if (via >= lo && via < lo + objects->o[i].size) {
+            k[3] = objects->o[i].path[0] ? make_string(env, objects->o[i].path) : atom_nil;
+            k[4] = enif_make_uint64(env, via - lo);
+            return enif_make_tuple_from_array(env, k, 5);
+        }
+    }
+    return 0;
+}
+
+/* The root that holds the word at via (mt_reach_paths' MT_REACH_MEMORY): a stopped thread's TLS
+ * or stack, a loaded module's data, or another mapping. */
+static ERL_NIF_TERM memory_root(ErlNifEnv *env, const struct mt_reach *r, uintptr_t via)
+{
+    struct tls_objects objects = {.tp = (uintptr_t)pthread_self()};
+    dl_iterate_phdr(note_tls, &objects);
+    for (size_t i = 0; i < r->threads_noted; i++) {
+        ERL_NIF_TERM tls = r->thread[i].tid ? tls_root(env, &r->thread[i], &objects, via) : 0;
+        if (tls) return tls;
+    }
+    for (size_t i = 0; i < r->threads_noted; i++) {
+        const struct mt_reach_thread *t = &r->thread[i];
+        if (t->tid && via >= t->lo && via < t->hi) {
+            ERL_NIF_TERM k[4] = {enif_make_atom(env, "stack"), enif_make_uint64(env, via),
+                                 enif_make_int(env, t->tid),
+                                 enif_make_int64(env, (ErlNifSInt64)(via - t->sp))};
+            return enif_make_tuple_from_array(env, k, 4);
+        }
+    }
+    struct mt_data_info d = mt_symbolize_data(via);
+    if (d.path) {
+        ERL_NIF_TERM k[5] = {
+            enif_make_atom(env, "static"), enif_make_uint64(env, via), make_string(env, d.path),
+            d.symbol ? make_string(env, d.symbol) : atom_nil, enif_make_uint64(env, d.offset)};
+        return enif_make_tuple_from_array(env, k, 5);
+    }
+    struct mt_maps maps = {0};
+    struct mt_mapping m = {0};
+    int found = 0;
+    if (mt_maps_read(&maps) == 0) {
+        for (size_t at = 0; !found && mt_maps_next(&maps, &at, &m);)
+            found = via >= m.lo && via < m.hi;
+    }
+    ERL_NIF_TERM k[5] = {enif_make_atom(env, "mapping"), enif_make_uint64(env, via),
+                         found ? enif_make_uint64(env, m.lo) : atom_nil,
+                         found ? enif_make_uint64(env, m.hi) : atom_nil, atom_nil};
+    if (found) {
+        ERL_NIF_TERM t;
+        memcpy(enif_make_new_binary(env, m.path_len, &t), m.path, m.path_len);
+        k[4] = t;
+    }
+    mt_maps_drop(&maps);
+    return enif_make_tuple_from_array(env, k, 5);
+}
+
+/* What marked block i first: a memory root, a register or an alternate signal stack. */
+static ERL_NIF_TERM root_of(ErlNifEnv *env, const struct mt_reach *r, size_t i)
+{
+    uintptr_t via = r->via[i];
+    size_t thread = via >> 8;
+    pid_t tid = thread < r->threads_noted ? r->thread[thread].tid : 0;
+    if (r->parent[i] == MT_REACH_REGISTER) {
+        size_t reg = (via & 0xFF) / sizeof(uintptr_t);
+        ERL_NIF_TERM k[3] = {enif_make_atom(env, "register"), enif_make_int(env, tid),
+                             make_string(env, reg < MT_WORLD_REGS ? mt_world_reg_names[reg] : "")};
+        return enif_make_tuple_from_array(env, k, 3);
+    }
+    if (r->parent[i] == MT_REACH_ALTSTACK) {
+        ERL_NIF_TERM k[2] = {enif_make_atom(env, "altstack"), enif_make_int(env, tid)};
+        return enif_make_tuple_from_array(env, k, 2);
+    }
+    return memory_root(env, r, via);
+}
+
+/* why(address) -> {root, [{address, size, stack_id | nil, offset | nil}]}, the chain from the
+ * root to the block that holds address (each block with the offset of its pointer to the next);
+ * nil for a lost block; not_a_block; or leaks()'s refusals. */
+static ERL_NIF_TERM why(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    ErlNifUInt64 addr;
+    (void)argc;
+    if (!enif_get_uint64(env, argv[0], &addr)) return enif_make_badarg(env);
+    /* the mark must not take this frame's copy for a pointer: it keeps the address masked */
+    volatile uintptr_t masked = (uintptr_t)addr ^ MT_REACH_MASK;
+    *(volatile ErlNifUInt64 *)&addr = 0;
+    mt_guard_hold();
+    struct mt_reach r;
+    if (mt_reach_paths(&r, masked) != 0) {
+        mt_guard_release();
+        return enif_raise_exception(env, atom_enomem);
+    }
+    ERL_NIF_TERM result = refusal(env, &r);
+    if (result) {
+        mt_reach_drop(&r);
+        mt_guard_release();
+        return result;
+    }
+    size_t i = mt_snapshot_find(&r.snap, masked ^ MT_REACH_MASK);
+    size_t n = i == MT_SNAPSHOT_NONE ? 0 : mt_reach_path(&r, i, NULL, 0);
+    size_t *chain = n ? enif_alloc(n * sizeof *chain) : NULL;
+    ERL_NIF_TERM *links = n ? enif_alloc(n * sizeof *links) : NULL;
+    if (i == MT_SNAPSHOT_NONE) {
+        result = enif_make_atom(env, "not_a_block");
+    } else if (!n) {
+        result = atom_nil;
+    } else if (!chain || !links) {
+        result = 0;
+    } else {
+        mt_reach_path(&r, i, chain, n);
+        /* from the root outwards: chain[n - 1] first */
+        for (size_t k = 0; k < n; k++) {
+            const struct mt_record *b = &r.snap.rec[chain[n - 1 - k]];
+            ERL_NIF_TERM t[4] = {
+                enif_make_uint64(env, b->addr), enif_make_uint64(env, b->size),
+                b->stack == MT_SNAPSHOT_UNRECORDED ? atom_nil : enif_make_uint64(env, b->stack),
+                k + 1 < n ? enif_make_uint64(env, r.via[chain[n - 2 - k]] - b->addr) : atom_nil};
+            links[k] = enif_make_tuple_from_array(env, t, 4);
+        }
+        ERL_NIF_TERM pair[2] = {root_of(env, &r, chain[n - 1]),
+                                enif_make_list_from_array(env, links, (unsigned)n)};
+        result = enif_make_tuple_from_array(env, pair, 2);
+    }
+    enif_free(chain);
+    enif_free(links);
+    mt_reach_drop(&r);
+    mt_guard_release();
+    return result ? result : enif_raise_exception(env, atom_enomem);
 }
 
 /* heap() -> {:ok, census map} | {:error, why}: glibc's heap as a walk sees it (reach.h). */
@@ -880,6 +1071,7 @@ static ErlNifFunc funcs[] = {
     {"heap_nif", 0, heap_census, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"attach_nif", 1, attach_nif, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"detach_nif", 0, detach_nif, ERL_NIF_DIRTY_JOB_CPU_BOUND},
+    {"why_nif", 1, why, ERL_NIF_DIRTY_JOB_CPU_BOUND},
 };
 
 ERL_NIF_INIT(Elixir.Mtrace.Nif, funcs, load, NULL, upgrade, NULL)

@@ -13,7 +13,10 @@
 
 /* x86-64 Linux. */
 #define MT_PAGE 4096
-#define MT_RED_ZONE 128           /* bytes below the stack pointer a leaf function may use */
+#define MT_RED_ZONE 128 /* bytes below the stack pointer a leaf function may use */
+/* glibc's thread control block (struct pthread) lies at the thread pointer, about 2304 bytes in
+ * glibc 2.35 to 2.41; the static TLS blocks lie below it. */
+#define MT_TCB_BYTES 2304
 #define MT_MADV_POPULATE_WRITE 23 /* Linux 5.14; older kernels answer EINVAL */
 
 /* glibc's malloc (ptmalloc2) on 64-bit: the versions whose layout is below (checked on 2.36 and

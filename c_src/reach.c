@@ -4,9 +4,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
+#include <pthread.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <ucontext.h>
@@ -26,8 +29,9 @@
 #define BATCH 512
 #define WALK_TRIES 50
 
-/* States of blocks while the mark runs; the final ones are in reach.h. */
-enum { UNSEEN = 0, LOST = 10, POINTED };
+/* States of blocks while the mark runs; the final ones are in reach.h. STICKY: an earlier scan
+ * found the block lost, so no word marks it (it cannot have become reachable again). */
+enum { UNSEEN = 0, LOST = 10, POINTED, STICKY };
 
 struct ctx {
     struct mt_reach *r;
@@ -47,7 +51,49 @@ struct ctx {
     struct mt_world *world;
     uintptr_t self_sp; /* the calling thread's stack pointer; 0 at exit */
     int table;         /* this copy records: its table is held while the threads are stopped */
+    /* Paths (mt_reach_paths): the queue is read first in, first out, so that the mark is a
+     * breadth-first search, and each block marked notes what marked it: the block being read,
+     * or root (the kind of root being read), and the address of the word (via). */
+    size_t *parent;
+    uintptr_t *via;
+    size_t root, head;
+    /* The address asked about, xor HIDE_MASK (so that the ctx holds no copy of it), and whether
+     * the root being read is one where the asker's own copies of it lie (see reach.h). */
+    uintptr_t hide;
+    int hiding;
 };
+
+#define HIDE_MASK ((uintptr_t)0x5a5a5a5a5a5a5a5aULL)
+
+/* The loaded objects' writable segments (data and bss), listed before a mark with paths: an
+ * object's bss past its file's last page is an anonymous mapping, and a library's data is never
+ * where the asker keeps its copies. One mark with paths at a time (paths_lock). */
+#define SEGMENTS 1024
+static pthread_mutex_t paths_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct segment {
+    uintptr_t lo, hi;
+} segments[SEGMENTS];
+static size_t nsegments;
+
+static int note_segments(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    (void)arg;
+    for (size_t i = 0; i < info->dlpi_phnum && nsegments < SEGMENTS; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_W))
+            segments[nsegments++] = (struct segment){info->dlpi_addr + ph->p_vaddr,
+                                                     info->dlpi_addr + ph->p_vaddr + ph->p_memsz};
+    }
+    return 0;
+}
+
+static int in_segment(uintptr_t lo, uintptr_t hi)
+{
+    for (size_t i = 0; i < nsegments; i++)
+        if (lo < segments[i].hi && hi > segments[i].lo) return 1;
+    return 0;
+}
 
 /* Reads [a, a + len) to `to`; returns how many bytes from a were read. */
 static size_t read_mem(struct ctx *c, uintptr_t a, size_t len, void *to)
@@ -74,30 +120,79 @@ static int next_chunk_header(const struct mt_record *r, uintptr_t w)
     return w != r->addr && w == r->addr - 16 + chunk;
 }
 
-static void consider(struct ctx *c, uintptr_t w)
+/* w, the word at address at (for registers: the thread's index << 8 | the register's * 8). */
+static void consider(struct ctx *c, uintptr_t w, uintptr_t at)
 {
+    if (c->hiding && (w ^ HIDE_MASK) == c->hide) return;
     size_t i = mt_snapshot_find(c->s, w);
     if (i == MT_SNAPSHOT_NONE || i == c->self || (c->st[i] != c->from && c->st[i] != c->from2) ||
         next_chunk_header(&c->s->rec[i], w))
         return;
     c->st[i] = c->target;
+    if (c->parent) {
+        c->parent[i] = c->self != MT_SNAPSHOT_NONE ? c->self : c->root;
+        c->via[i] = at;
+    }
     if (c->push) c->work[c->nwork++] = i;
 }
 
 /* An alternate signal stack: only the kernel points to it, and what it holds is the signal
  * frames of handlers, the stop's own included, whose registers are read from the stop. It is
  * reachable, and its stale frames are not read. */
-static void keep(struct ctx *c, uintptr_t a)
+static void keep(struct ctx *c, uintptr_t a, size_t thread)
 {
     size_t i = mt_snapshot_find(c->s, a);
-    if (i != MT_SNAPSHOT_NONE && c->st[i] == UNSEEN) c->st[i] = MT_REACH_REACHABLE;
+    if (i == MT_SNAPSHOT_NONE || c->st[i] != UNSEEN) return;
+    c->st[i] = MT_REACH_REACHABLE;
+    if (c->parent) {
+        c->parent[i] = MT_REACH_ALTSTACK;
+        c->via[i] = thread << 8;
+    }
 }
 
-static void scan_words(struct ctx *c, const void *p, size_t len)
+/* A dead Erlang reference to an off-heap binary at w[k]: a ProcBin of OTP 25 and 26 (a thing
+ * word of arity 5 and subtag REFC_BINARY, the binary's size, the next ProcBin, val: the Binary,
+ * bytes: val + 24, its data) whose val lies in a block and holds no Binary any more. The VM
+ * leaves dead ones in the garbage and free space of its carriers; once the Binary is freed its
+ * chunk goes to the next malloc (whole, or as part of a larger chunk), and a NIF's block lost there
+ * read as kept (bench/stale.exs: most of the lost blocks a scan missed). A live Binary (a block of
+ * its own with +MBe false, or inside a carrier the VM took from malloc) has a reference count of
+ * at least 1 and an original size of at least the ProcBin's size: memory with neither is no
+ * Binary now, and the two words are not pointers. */
+#define PROCBIN_HEADER 0x160
+#define BINARY_HEADER 24
+
+/* w[k - 3] is a ProcBin's thing word. */
+static int dead_procbin(struct ctx *c, const uintptr_t *w, size_t k, size_t n)
+{
+    if (k + 1 >= n || w[k + 1] != w[k] + BINARY_HEADER) return 0;
+    size_t i = mt_snapshot_find(c->s, w[k]);
+    if (i == MT_SNAPSHOT_NONE || w[k] + BINARY_HEADER > c->s->rec[i].addr + c->s->rec[i].size)
+        return 0;
+    uintptr_t bin[3]; /* flags, reference count, original size */
+    if (read_mem(c, w[k], sizeof bin, bin) != sizeof bin) return 0;
+    return bin[1] == 0 || bin[2] < w[k - 2];
+}
+
+/* The words of p, a copy of len bytes from address at. */
+static void scan_words(struct ctx *c, const void *p, size_t len, uintptr_t at)
 {
     const uintptr_t *w = p;
-    for (size_t k = 0, n = len / sizeof *w; k < n; k++)
-        consider(c, w[k]);
+    for (size_t k = 0, n = len / sizeof *w; k < n; k++) {
+        if (k >= 3 && w[k - 3] == PROCBIN_HEADER && dead_procbin(c, w, k, n)) {
+            k++; /* bytes too */
+            continue;
+        }
+        consider(c, w[k], at + k * sizeof *w);
+    }
+}
+
+/* The registers of thread number `thread` (an index in r->thread). */
+static void scan_regs(struct ctx *c, const uintptr_t *regs, size_t thread)
+{
+    c->root = MT_REACH_REGISTER;
+    scan_words(c, regs, MT_WORLD_REGS * sizeof *regs, thread << 8);
+    c->root = MT_REACH_MEMORY;
 }
 
 /* Reads and scans [lo, hi), a page at a time past what cannot be read. */
@@ -126,7 +221,7 @@ static void scan_range(struct ctx *c, uintptr_t lo, uintptr_t hi, uint64_t *byte
             }
         }
         size_t got = read_mem(c, lo, len, c->buf);
-        scan_words(c, c->buf, got);
+        scan_words(c, c->buf, got, lo);
         *bytes += got;
         if (got < len) {
             uintptr_t skip = ((lo + got) & ~(uintptr_t)(MT_PAGE - 1)) + MT_PAGE;
@@ -193,23 +288,36 @@ static void scan_minus_own(struct ctx *c, uintptr_t lo, uintptr_t hi)
     }
 }
 
+/* Blocks queued and not read yet; the next one to read (the newest, or with paths the oldest). */
+static int queued(const struct ctx *c)
+{
+    return c->parent ? c->head < c->nwork : c->nwork > 0;
+}
+
+static size_t next_queued(struct ctx *c)
+{
+    return c->parent ? c->work[c->head++] : c->work[--c->nwork];
+}
+
 /* Reads and scans the queued blocks, a batch per system call, until none is left. */
 static void drain(struct ctx *c)
 {
-    while (c->nwork) {
+    while (queued(c)) {
         struct iovec local[BATCH], remote[BATCH];
-        size_t idx[BATCH], k = 0, used = 0;
-        while (c->nwork && k < BATCH) {
-            size_t i = c->work[c->nwork - 1];
+        /* idx zeroed: cppcheck cannot tell that only idx[0 .. k) is read (4 KiB a batch) */
+        size_t idx[BATCH] = {0}, k = 0, used = 0, start = c->head;
+        while (queued(c) && k < BATCH) {
+            size_t i = c->parent ? c->work[c->head] : c->work[c->nwork - 1];
             size_t len = c->s->rec[i].size & ~(size_t)7;
             if (k && used + len > BUF) break;
-            c->nwork--;
+            next_queued(c);
             if (len > BUF) {
                 /* a block larger than the buffer is read on its own, in pieces */
                 size_t saved = c->self;
                 c->self = i;
                 scan_range(c, c->s->rec[i].addr, c->s->rec[i].addr + len, &c->r->block_bytes);
                 c->self = saved;
+                start = c->head;
                 continue;
             }
             local[k] = (struct iovec){c->buf + used, len};
@@ -228,18 +336,22 @@ static void drain(struct ctx *c)
         if (k && c->direct)
             for (size_t j = 0; j < k; got += remote[j].iov_len, j++)
                 memcpy(local[j].iov_base, remote[j].iov_base, remote[j].iov_len);
-        /* The call stops at the first block it cannot read: the ones after it go back. */
+        /* The call stops at the first block it cannot read: the ones after it go back (with
+         * paths, the queue is read again from there, so that it keeps its order). */
         size_t at = 0, j = 0;
         for (; j < k && at + local[j].iov_len <= got; at += local[j++].iov_len) {
             c->self = idx[j];
-            scan_words(c, local[j].iov_base, local[j].iov_len);
+            scan_words(c, local[j].iov_base, local[j].iov_len, (uintptr_t)remote[j].iov_base);
             c->r->block_bytes += local[j].iov_len;
         }
         c->self = MT_SNAPSHOT_NONE;
         if (j < k) {
             c->r->unreadable_bytes += local[j].iov_len;
-            for (size_t m = j + 1; m < k; m++)
-                c->work[c->nwork++] = idx[m];
+            if (c->parent)
+                c->head = start + j + 1;
+            else
+                for (size_t m = j + 1; m < k; m++)
+                    c->work[c->nwork++] = idx[m];
         }
     }
 }
@@ -283,6 +395,19 @@ static int named(const char *p, size_t len, const char *name)
     return strlen(name) == len && memcmp(p, name, len) == 0;
 }
 
+/* Whether the mapping [lo, hi) may hold the asker's own copies of the address asked about: the
+ * asking thread's stack, or anonymous memory that is no other thread's stack and no object's data
+ * (the VM's, where the asking process keeps the address as an integer). */
+static int hides(const struct ctx *c, uintptr_t lo, uintptr_t hi, int of_file)
+{
+    if (c->self_sp >= lo && c->self_sp < hi) return 1;
+    for (size_t i = 0; i < c->world->n; i++) {
+        const struct mt_world_thread *t = &c->world->t[i];
+        if (t->tid > 0 && t->stopped && t->sp >= lo && t->sp < hi) return 0;
+    }
+    return !of_file && !in_segment(lo, hi);
+}
+
 static void scan_roots(struct ctx *c, uintptr_t own_lo, uintptr_t own_hi)
 {
     struct mt_mapping m;
@@ -298,23 +423,34 @@ static void scan_roots(struct ctx *c, uintptr_t own_lo, uintptr_t own_hi)
              memcmp(q, "/dev/shm/", plen < 9 ? plen : 9) != 0) ||
             (plen == 0 && arena_heap(c, lo, hi)))
             continue;
+        c->hiding = c->hide && hides(c, lo, hi, plen != 0);
         scan_minus_own(c, live_from(c, lo, hi), hi);
     }
+    c->hiding = 0;
 }
 
-static void mark_from_roots(struct ctx *c, uintptr_t own_lo, uintptr_t own_hi)
+/* here: the calling thread's registers (NULL at exit), its index in r->thread after the others. */
+static void mark_from_roots(struct ctx *c, uintptr_t own_lo, uintptr_t own_hi,
+                            const uintptr_t *here)
 {
     c->from = c->from2 = UNSEEN;
     c->target = MT_REACH_REACHABLE;
     c->push = 1;
+    c->root = MT_REACH_MEMORY;
     scan_roots(c, own_lo, own_hi);
     for (size_t i = 0; i < c->world->n; i++) {
         const struct mt_world_thread *t = &c->world->t[i];
         if (t->tid > 0 && t->stopped) {
-            scan_words(c, t->regs, sizeof t->regs);
-            keep(c, t->altstack);
+            scan_regs(c, t->regs, i);
+            keep(c, t->altstack, i);
         }
     }
+    c->hiding = c->hide != 0;
+    if (here) scan_regs(c, here, c->world->n);
+    c->hiding = 0;
+    stack_t alt;
+    if (sigaltstack(NULL, &alt) == 0 && !(alt.ss_flags & SS_DISABLE))
+        keep(c, (uintptr_t)alt.ss_sp, c->world->n);
     drain(c);
 }
 
@@ -450,20 +586,44 @@ static void go_on(struct ctx *c, struct mt_world *world)
     mt_maps_drop(&c->maps);
 }
 
-int mt_reach_run(struct mt_reach *r, int at_exit, int walk_heap)
+/* The threads as the paths name them: the stopped ones in the world's order, then the caller. */
+static void note_threads(struct ctx *c, struct mt_reach_thread *to)
+{
+    for (size_t i = 0; i <= c->world->n; i++) {
+        struct mt_reach_thread *t = &to[i];
+        if (i < c->world->n) {
+            t->tid = c->world->t[i].stopped ? c->world->t[i].tid : 0;
+            t->sp = c->world->t[i].sp;
+            t->tp = c->world->t[i].tp;
+        } else {
+            t->tid = (pid_t)syscall(SYS_gettid);
+            t->sp = c->self_sp;
+            t->tp = (uintptr_t)pthread_self();
+        }
+        own_stack(t->sp, &t->lo, &t->hi, c);
+    }
+}
+
+static int run(struct mt_reach *r, int at_exit, int walk_heap, int paths, uintptr_t hide)
 {
     *r = (struct mt_reach){0};
     mt_guard_hold();
     /* Callee-saved registers of this thread's callers, spilled where the stack scan sees them. */
     ucontext_t here;
     getcontext(&here);
+    uintptr_t regs[MT_WORLD_REGS];
+    mt_world_regs(&here, regs);
     struct mt_world world;
     struct mt_heap heap = {0};
     int rc = -1, e = ENOMEM;
     int walk = walk_heap && mt_heap_prepare(&heap) == 0;
     if (walk_heap && !walk) r->heap_refused = heap.refused;
-    struct ctx c = {
-        .r = r, .s = &r->snap, .pid = getpid(), .world = &world, .self = MT_SNAPSHOT_NONE};
+    struct ctx c = {.r = r,
+                    .s = &r->snap,
+                    .pid = getpid(),
+                    .world = &world,
+                    .self = MT_SNAPSHOT_NONE,
+                    .hide = hide};
     if (stop(&c, &world, &heap, walk) != 0) {
         e = errno;
         mt_guard_release();
@@ -471,15 +631,25 @@ int mt_reach_run(struct mt_reach *r, int at_exit, int walk_heap)
         return -1;
     }
     if (take(&c, &heap) != 0) goto out;
-    size_t n = r->snap.n ? r->snap.n : 1;
+    size_t n = r->snap.n ? r->snap.n : 1, threads = world.n + 1;
     r->map_len = n + n * sizeof(size_t) + BUF + 64;
+    if (paths) r->map_len += n * (sizeof *r->parent + sizeof *r->via) + threads * sizeof *r->thread;
     if (!(r->map = mt_mem_map(r->map_len))) goto out;
     c.buf = r->map;
     c.work = (size_t *)((char *)r->map + BUF);
-    r->state = (uint8_t *)(c.work + n);
+    if (paths) {
+        c.parent = r->parent = c.work + n;
+        c.via = r->via = (uintptr_t *)(r->parent + n);
+        r->thread = (struct mt_reach_thread *)(r->via + n);
+        r->state = (uint8_t *)(r->thread + threads);
+    } else {
+        r->state = (uint8_t *)(c.work + n);
+    }
     c.st = r->state;
     for (size_t i = r->snap.heap; i < r->snap.n; i++)
         r->state[i] = MT_REACH_TRACKED;
+    for (size_t i = 0; i < r->snap.heap; i++)
+        if (r->snap.rec[i].lost) r->state[i] = STICKY;
     c.mincore = !swap_in_use();
     if (!c.maps.text && mt_maps_read(&c.maps) != 0) goto out;
     uintptr_t own_lo = 0, own_hi = 0;
@@ -487,12 +657,16 @@ int mt_reach_run(struct mt_reach *r, int at_exit, int walk_heap)
         own_stack((uintptr_t)__builtin_frame_address(0), &own_lo, &own_hi, &c);
     else
         c.self_sp = (uintptr_t)__builtin_frame_address(0);
-    mark_from_roots(&c, own_lo, own_hi);
-    if (!at_exit) scan_words(&c, here.uc_mcontext.gregs, sizeof here.uc_mcontext.gregs);
-    stack_t alt;
-    if (sigaltstack(NULL, &alt) == 0 && !(alt.ss_flags & SS_DISABLE))
-        keep(&c, (uintptr_t)alt.ss_sp);
-    drain(&c);
+    mark_from_roots(&c, own_lo, own_hi, at_exit ? NULL : regs);
+    if (paths) {
+        note_threads(&c, r->thread);
+        r->threads_noted = threads;
+        /* the lost ones are classified as usual, the queue read last in, first out */
+        c.parent = NULL;
+        c.nwork = c.head = 0;
+    }
+    for (size_t i = 0; i < r->snap.heap; i++)
+        if (r->state[i] == STICKY) r->state[i] = UNSEEN;
     classify_lost(&c);
     rc = 0;
 out:
@@ -503,6 +677,33 @@ out:
     mt_guard_release();
     if (rc != 0) errno = e;
     return rc;
+}
+
+int mt_reach_run(struct mt_reach *r, int at_exit, int walk_heap)
+{
+    return run(r, at_exit, walk_heap, 0, 0);
+}
+
+int mt_reach_paths(struct mt_reach *r, uintptr_t masked)
+{
+    pthread_mutex_lock(&paths_lock);
+    nsegments = 0;
+    dl_iterate_phdr(note_segments, NULL);
+    int rc = run(r, 0, 1, 1, masked ? masked ^ MT_REACH_MASK ^ HIDE_MASK : 0);
+    pthread_mutex_unlock(&paths_lock);
+    return rc;
+}
+
+size_t mt_reach_path(const struct mt_reach *r, size_t i, size_t *chain, size_t cap)
+{
+    size_t len = 0;
+    if (!r->parent || i >= r->snap.heap || r->state[i] != MT_REACH_REACHABLE) return 0;
+    for (;;) {
+        if (len < cap) chain[len] = i;
+        len++;
+        if (r->parent[i] >= r->snap.heap) return len;
+        i = r->parent[i];
+    }
 }
 
 int mt_reach_heap(struct mt_reach *r, struct mt_heap *heap)
@@ -530,6 +731,63 @@ int mt_reach_heap(struct mt_reach *r, struct mt_heap *heap)
     mt_guard_release();
     if (rc != 0) errno = e ? e : ENOMEM;
     return rc;
+}
+
+/* Scans remembered, by stack id: how many found lost blocks of that stack, and the last of them.
+ * In mtrace's own memory (mem.h), so that it is never a root; grown by doubling. */
+struct scans {
+    uint32_t count, last;
+};
+static pthread_mutex_t scans_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct scans *scans;
+static size_t scans_cap;
+static uint32_t scans_made;
+
+/* Room for stack id `id` (scans_lock held); 0, or -1 when memory cannot be had. */
+static int scans_room(uint32_t id)
+{
+    if (id < scans_cap) return 0;
+    size_t cap = scans_cap ? scans_cap : 4096;
+    while (cap <= id)
+        cap *= 2;
+    struct scans *to = mt_mem_map(cap * sizeof *to);
+    if (!to) return -1;
+    if (scans) {
+        memcpy(to, scans, scans_cap * sizeof *to);
+        mt_mem_unmap(scans, scans_cap * sizeof *to);
+    }
+    scans = to;
+    scans_cap = cap;
+    return 0;
+}
+
+void mt_reach_remember(const struct mt_reach *r)
+{
+    mt_guard_hold();
+    pthread_mutex_lock(&scans_lock);
+    scans_made++;
+    int table = mt_active();
+    if (table) mt_table_hold();
+    for (size_t i = 0; i < r->snap.heap; i++) {
+        const struct mt_record *b = &r->snap.rec[i];
+        if (r->state[i] == MT_REACH_REACHABLE || b->stack == MT_SNAPSHOT_UNRECORDED) continue;
+        if (table && !b->lost) mt_table_set_lost(b);
+        if (scans_room(b->stack) == 0 && scans[b->stack].last != scans_made) {
+            scans[b->stack].last = scans_made;
+            scans[b->stack].count++;
+        }
+    }
+    if (table) mt_table_release();
+    pthread_mutex_unlock(&scans_lock);
+    mt_guard_release();
+}
+
+unsigned mt_reach_scans(uint32_t stack)
+{
+    pthread_mutex_lock(&scans_lock);
+    unsigned n = stack < scans_cap ? scans[stack].count : 0;
+    pthread_mutex_unlock(&scans_lock);
+    return n;
 }
 
 void mt_reach_drop(struct mt_reach *r)

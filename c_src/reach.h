@@ -9,7 +9,10 @@
  * (less the 128-byte red zone), the stopped threads' registers, and their alternate signal
  * stacks (sigaltstack: only the kernel points to them). Every aligned word that
  * points into a recorded block, at its start or inside it, marks that block, whose words are
- * then read in turn. Recorded blocks are never roots: a block is read only once it is marked.
+ * then read in turn, but for a block whose record has the lost bit (an earlier scan found it
+ * lost: mt_reach_remember below), which nothing marks, and for the two words of an Erlang ProcBin
+ * (OTP 25, 26) whose binary is dead (reach.c: the block they point into holds no live Binary).
+ * Recorded blocks are never roots: a block is read only once it is marked.
  *
  * What is not marked is lost: directly when no other lost block points to it, indirectly when
  * one does (a lost list's head is direct, its other nodes indirect). Lost blocks that only point
@@ -49,6 +52,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "heap.h"
 #include "snapshot.h"
@@ -61,6 +65,22 @@ enum mt_reach_state {
     MT_REACH_INDIRECT,
     MT_REACH_TRACKED, /* mtrace_track'ed resources: not memory, never marked */
 };
+
+/* A thread as mt_reach_paths() names it: its stack pointer and the mapping that holds it (0 and
+ * 0 when none does), its thread pointer; tid 0 for a thread that did not stop. */
+struct mt_reach_thread {
+    pid_t tid;
+    uintptr_t sp, lo, hi;
+    uintptr_t tp; /* its thread pointer (world.h) */
+};
+
+/* What marked a block first (mt_reach_paths), other than a block: a word of memory outside every
+ * block (via: its address), a register (via: the thread's index in thread[] << 8 | the
+ * register's index in world.h's order * 8), or the thread's alternate signal stack (via: the
+ * thread's index << 8). */
+#define MT_REACH_MEMORY ((size_t)-3)
+#define MT_REACH_REGISTER ((size_t)-4)
+#define MT_REACH_ALTSTACK ((size_t)-5)
 
 struct mt_reach {
     struct mt_snapshot snap;
@@ -76,6 +96,13 @@ struct mt_reach {
     struct mt_record missed[MT_REACH_MISSED]; /* the first of them, for mt_forget_missed() */
     size_t unrecorded;                        /* blocks known from the walk alone */
     size_t mmapped_missing; /* mmapped chunks glibc counts that the walk did not find */
+    /* mt_reach_paths() only (else NULL): by snapshot record, the block whose word marked it (or
+     * MT_REACH_MEMORY, _REGISTER, _ALTSTACK), and the address of that word (see above); the
+     * threads, the stopped ones in the world's order and then the caller, threads_noted of them */
+    size_t *parent;
+    uintptr_t *via;
+    struct mt_reach_thread *thread;
+    size_t threads_noted;
     void *map;
     size_t map_len;
 };
@@ -90,11 +117,43 @@ enum mt_lost_rule {
 };
 
 int mt_reach_run(struct mt_reach *r, int at_exit, int walk_heap);
+
+/* Why blocks are kept. mt_reach_run(r, 0, 1), whose mark is a breadth-first search from the roots
+ * (every root is read before any block) that notes, for each block it marks, what marked it:
+ * r->parent and r->via. Following parents from a reachable block back to a root gives a shortest
+ * chain of pointers (fewest blocks) from the roots to it. Costs 16 bytes a live block more than a
+ * mark; one at a time (a mutex), as mt_reach_run() is.
+ * mt_reach_path(): that chain for block i, the block itself first, the one a root points to last,
+ * in chain[0 .. min(n, cap)); returns n, 0 when i is not a reachable heap block.
+ * The asker holds the address it asks about (an integer in its process's heap, copies in its
+ * thread's frames and registers), and such a word would be the shortest chain to any block:
+ * masked is that address xor MT_REACH_MASK (so that the caller need keep no copy of it), and a
+ * word equal to it is not counted in the calling thread's stack and registers, nor in anonymous
+ * mappings that are no other thread's stack and no loaded object's data or bss (the VM's memory;
+ * the objects' writable segments are listed, with dl_iterate_phdr, before the threads stop).
+ * Words in libraries' data, other threads' stacks and blocks are. 0: none is hidden. */
+#define MT_REACH_MASK ((uintptr_t)0x3c3c3c3c3c3c3c3cULL)
+int mt_reach_paths(struct mt_reach *r, uintptr_t masked);
+size_t mt_reach_path(const struct mt_reach *r, size_t i, size_t *chain, size_t cap);
 enum mt_lost_rule mt_reach_rule(const struct mt_reach *r, int after_reset);
 
 /* Whether a scan must walk glibc's heap for mt_reach_rule to call blocks lost: the records alone
  * miss live blocks (the rule without a walk would not be MT_LOST_KNOWN). Any thread. */
 int mt_reach_needs_walk(int after_reset);
+
+/* Scans that add up. A block a scan found lost stays lost until it is freed: it cannot become
+ * reachable again in a correct program, while a stale word that appears later (a conservative
+ * mark's false reference) could keep it. mt_reach_remember(r), called once r is known to be
+ * complete (mt_reach_rule() said MT_LOST_KNOWN), sets the lost bit of each lost recorded block's
+ * record (table.h); every later mt_reach_run() then marks no such block from any word, and
+ * reads none of its words, so it and what only it reaches are lost again. A freed block's record
+ * goes, and a block allocated at its address gets a new record, without the bit. It also counts
+ * the scan for each stack id with lost blocks in r: mt_reach_scans() says how many remembered
+ * scans found lost blocks of a stack (0 for none). Blocks without a record (MT_SNAPSHOT_UNRECORDED)
+ * are neither kept lost nor counted. Thread safe (a mutex); takes the table's turn, so not while
+ * the threads are stopped. */
+void mt_reach_remember(const struct mt_reach *r);
+unsigned mt_reach_scans(uint32_t stack);
 
 /* The walk alone, for a census of the heap: the threads stopped, glibc's heap walked into *heap
  * and joined to a snapshot of the records in r->snap (as mt_reach_run does, without the mark:

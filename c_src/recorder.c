@@ -192,6 +192,7 @@ static void record(void *p, size_t size, const struct mt_site *site)
         .time_ns = mt_now_ns(CLOCK_MONOTONIC_COARSE),
         .stack = id,
         .tid = tid(),
+        .lost = 0, /* named, so that tid's word is stored whole, not read, masked and merged */
     };
     int replaced, stored = mt_table_insert(&r, &replaced);
     if (!stored)

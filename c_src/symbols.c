@@ -424,6 +424,28 @@ struct mt_frame_info mt_symbolize_function(uint64_t when, uintptr_t ip, int dema
     return f;
 }
 
+struct mt_data_info mt_symbolize_data(uintptr_t a)
+{
+    struct mt_data_info d = {0};
+    pthread_mutex_lock(&cache_lock);
+    int saved = errno;
+    if (!debug_path) set_debug_path();
+    refresh();
+    struct module *m = nwalks ? covering(a, nwalks - 1) : NULL;
+    if (m && m->live) {
+        if (!m->elf_tried && m->is_file) m->elf = mt_elf_open(m->path, m->file);
+        m->elf_tried = 1;
+        uint64_t start = 0;
+        const char *name = mt_elf_data_name(m->elf, a - m->base, &start);
+        d.path = m->path;
+        d.symbol = mt_symbols_intern(name);
+        d.offset = name ? a - m->base - start : a - m->base;
+    }
+    errno = saved;
+    pthread_mutex_unlock(&cache_lock);
+    return d;
+}
+
 const char *mt_symbolize_class(uintptr_t vptr)
 {
     Dl_info info;

@@ -83,6 +83,17 @@ int mt_symbolize_frames(uint64_t when, uintptr_t ip, int demangle, struct mt_fra
  * costs reading its symbol table, not its DWARF (tens of milliseconds in the VM's libraries). */
 struct mt_frame_info mt_symbolize_function(uint64_t when, uintptr_t ip, int demangle);
 
+/* A loaded module's data at address a (its data, bss or RELRO, as its PT_LOAD segments span
+ * them now): the module's path, the data object (a static or global variable, from the symbol
+ * tables) that covers a and a's offset in it; without such a symbol, symbol NULL and the offset
+ * in the module's file. path NULL when a is in no loaded module. */
+struct mt_data_info {
+    const char *path;
+    const char *symbol;
+    uintptr_t offset;
+};
+struct mt_data_info mt_symbolize_data(uintptr_t a);
+
 /* The C++ class of an object whose first word is vptr: the class whose vtable the dynamic symbol
  * table puts vptr in ("_ZTV..."; the loader's own lookup, dladdr), demangled and interned, or NULL
  * when vptr is no vtable's. For blocks that have no stack to tell what they are. */

@@ -31,12 +31,16 @@ struct mt_file_id mt_file_id_of(const struct stat *st);
 int mt_same_file(struct mt_file_id a, struct mt_file_id b);
 
 /* ELF symbol tables (.symtab, else .dynsym and MiniDebugInfo's .symtab): NULL when the file
- * cannot be read or names no function. */
+ * cannot be read or names no function and no data object. */
 struct mt_elf_syms;
 struct mt_elf_syms *mt_elf_open(const char *path, struct mt_file_id id);
 /* The name of the function covering file address a, demangled if asked (the result of a failed
  * demangling is the raw name); NULL when none does. */
 const char *mt_elf_name(struct mt_elf_syms *e, uint64_t a, int demangle);
+
+/* The data object (a static or global variable, from the same tables) covering file address a,
+ * its start in *start; NULL when none does. */
+const char *mt_elf_data_name(struct mt_elf_syms *e, uint64_t a, uint64_t *start);
 
 /* DWARF through libdwfl: NULL when the file cannot be read. debug_path: libdwfl's search path
  * for separate debug files. */

@@ -24,9 +24,14 @@ struct sym {
     int rank;              /* which of several aliases at one address reads best */
 };
 
-struct mt_elf_syms {
+struct table {
     struct sym *syms;
     size_t n;
+};
+
+/* Functions, and data objects (for the roots of Mtrace.why/2: a library's static data). */
+struct mt_elf_syms {
+    struct table fn, data;
 };
 
 struct mt_file_id mt_file_id_of(const struct stat *st)
@@ -51,12 +56,12 @@ static int inside(uint64_t off, uint64_t len, uint64_t n)
     return off <= n && len <= n - off;
 }
 
-/* The symbol's name when it is a defined function we keep, else NULL. */
-static const char *func_name(const Elf64_Sym *s, const char *strs, uint64_t strsz)
+/* The symbol's name when it is a defined function (data: a data object) we keep, else NULL. */
+static const char *sym_name(const Elf64_Sym *s, const char *strs, uint64_t strsz, int data)
 {
     int type = ELF64_ST_TYPE(s->st_info);
-    if ((type != STT_FUNC && type != STT_GNU_IFUNC) || !s->st_value || s->st_shndx == SHN_UNDEF ||
-        s->st_name >= strsz || !strs[s->st_name] ||
+    if ((data ? type != STT_OBJECT : type != STT_FUNC && type != STT_GNU_IFUNC) || !s->st_value ||
+        s->st_shndx == SHN_UNDEF || s->st_name >= strsz || !strs[s->st_name] ||
         !memchr(strs + s->st_name, '\0', strsz - s->st_name))
         return NULL;
     return strs + s->st_name;
@@ -70,8 +75,45 @@ static int by_start(const void *pa, const void *pb)
     return strcmp(b->name, a->name);
 }
 
-/* Appends the functions of f's symbol table (.symtab, else .dynsym) to e. Returns the span of
- * f's .gnu_debugdata section when f has no .symtab (*dd_len 0 when none). */
+/* Appends the functions (data: the data objects) of a symbol table to t. */
+static void append(struct table *t, const Elf64_Sym *es, size_t count, const char *strs,
+                   uint64_t strsz, int data)
+{
+    size_t kept = 0, bytes = 0;
+    for (size_t i = 0; i < count; i++) {
+        const char *name = sym_name(&es[i], strs, strsz, data);
+        if (name) {
+            kept++;
+            bytes += strlen(name) + 1;
+        }
+    }
+    if (!kept) return;
+    struct sym *v = realloc(t->syms, (t->n + kept) * sizeof *v);
+    char *buf = malloc(bytes);
+    if (!v || !buf) {
+        if (v) t->syms = v;
+        free(buf);
+        return;
+    }
+    t->syms = v;
+    for (size_t i = 0; i < count; i++) {
+        const char *name = sym_name(&es[i], strs, strsz, data);
+        if (!name) continue;
+        size_t len = strlen(name) + 1;
+        int bind = ELF64_ST_BIND(es[i].st_info);
+        memcpy(buf, name, len);
+        /* Public spellings (malloc, not __libc_malloc) first, then the strongest binding. */
+        v[t->n++] = (struct sym){.start = es[i].st_value,
+                                 .size = es[i].st_size,
+                                 .name = buf,
+                                 .rank = (name[0] != '_') * 4 + (bind == STB_GLOBAL) * 2 +
+                                         (bind == STB_WEAK)};
+        buf += len;
+    }
+}
+
+/* Appends the functions and data objects of f's symbol table (.symtab, else .dynsym) to e.
+ * Returns the span of f's .gnu_debugdata section when f has no .symtab (*dd_len 0 when none). */
 static void read_elf(struct mt_elf_syms *e, const unsigned char *f, uint64_t n, uint64_t *dd_off,
                      uint64_t *dd_len)
 {
@@ -108,42 +150,14 @@ static void read_elf(struct mt_elf_syms *e, const unsigned char *f, uint64_t n, 
     if (strh->sh_type != SHT_STRTAB || !inside(strh->sh_offset, strh->sh_size, n)) return;
     const Elf64_Sym *es = (const void *)(f + tab->sh_offset);
     const char *strs = (const char *)f + strh->sh_offset;
-    size_t count = tab->sh_size / sizeof *es, kept = 0, bytes = 0;
-    for (size_t i = 0; i < count; i++) {
-        const char *name = func_name(&es[i], strs, strh->sh_size);
-        if (name) {
-            kept++;
-            bytes += strlen(name) + 1;
-        }
-    }
-    if (!kept) return;
-    struct sym *v = realloc(e->syms, (e->n + kept) * sizeof *v);
-    char *buf = malloc(bytes);
-    if (!v || !buf) {
-        if (v) e->syms = v;
-        free(buf);
-        return;
-    }
-    e->syms = v;
-    for (size_t i = 0; i < count; i++) {
-        const char *name = func_name(&es[i], strs, strh->sh_size);
-        if (!name) continue;
-        size_t len = strlen(name) + 1;
-        int bind = ELF64_ST_BIND(es[i].st_info);
-        memcpy(buf, name, len);
-        /* Public spellings (malloc, not __libc_malloc) first, then the strongest binding. */
-        v[e->n++] = (struct sym){.start = es[i].st_value,
-                                 .size = es[i].st_size,
-                                 .name = buf,
-                                 .rank = (name[0] != '_') * 4 + (bind == STB_GLOBAL) * 2 +
-                                         (bind == STB_WEAK)};
-        buf += len;
-    }
+    size_t count = tab->sh_size / sizeof *es;
+    append(&e->fn, es, count, strs, strh->sh_size, 0);
+    append(&e->data, es, count, strs, strh->sh_size, 1);
 }
 
 /* Sorted by address, one entry per address: the best-ranked alias, so that the binary search
  * below sees a strictly increasing array. */
-static void finish(struct mt_elf_syms *e)
+static void finish(struct table *e)
 {
     struct sym *v = e->syms;
     if (!e->n) return;
@@ -198,11 +212,11 @@ struct mt_elf_syms *mt_elf_open(const char *path, struct mt_file_id id)
     if (e) {
         read_elf(e, map, (uint64_t)st.st_size, &dd_off, &dd_len);
         if (dd_len) read_minidebuginfo(e, (const unsigned char *)map + dd_off, dd_len);
-        finish(e);
+        finish(&e->fn);
+        finish(&e->data);
     }
     munmap(map, (size_t)st.st_size);
-    if (e && !e->n) {
-        free(e->syms);
+    if (e && !e->fn.n && !e->data.n) {
         free(e);
         e = NULL;
     }
@@ -210,7 +224,7 @@ struct mt_elf_syms *mt_elf_open(const char *path, struct mt_file_id id)
 }
 
 /* Greatest start <= a; a zero-sized symbol is taken to run up to the next one. */
-static struct sym *find_sym(const struct mt_elf_syms *e, uint64_t a)
+static struct sym *find_sym(const struct table *e, uint64_t a)
 {
     size_t lo = 0, hi = e->n;
     while (lo < hi) {
@@ -227,7 +241,7 @@ static struct sym *find_sym(const struct mt_elf_syms *e, uint64_t a)
 
 const char *mt_elf_name(struct mt_elf_syms *e, uint64_t a, int demangle)
 {
-    struct sym *s = e ? find_sym(e, a) : NULL;
+    struct sym *s = e ? find_sym(&e->fn, a) : NULL;
     if (!s) return NULL;
     if (!demangle) return s->name;
     if (!s->demangled) {
@@ -235,4 +249,12 @@ const char *mt_elf_name(struct mt_elf_syms *e, uint64_t a, int demangle)
         s->demangled = d ? d : s->name;
     }
     return s->demangled;
+}
+
+const char *mt_elf_data_name(struct mt_elf_syms *e, uint64_t a, uint64_t *start)
+{
+    struct sym *s = e ? find_sym(&e->data, a) : NULL;
+    if (!s) return NULL;
+    *start = s->start;
+    return s->name;
 }

@@ -85,16 +85,19 @@ enum { TAG_EMPTY = 0, TAG_BUSY = 1 };
 #define GROUP 16
 #define WINDOW 4
 
-/* A record as kept: 24 bytes. Sizes above 2^47 - 1 bytes (more than x86-64's 128 TiB of user
+/* A record as kept: 24 bytes. Sizes above 2^46 - 1 bytes (64 TiB, half of x86-64's user
  * address space) are kept as that; times are milliseconds since the table was made, kept for
- * 2^34 ms (198 days), after which every record carries the last of them. */
+ * 2^34 ms (198 days), after which every record carries the last of them. The lost bit is set by
+ * mt_table_set_lost() only: pack() leaves it clear, so the hooks pay nothing for it. */
 struct slot {
     uintptr_t addr;
-    uint64_t size_stack;     /* size (47 bits), stack id bits 0..16 */
+    uint64_t size_stack;     /* size (46 bits), the lost bit, stack id bits 0..16 */
     uint64_t stack_tid_time; /* stack id bits 17..24, thread (22 bits), time (34 bits) */
 };
 
-#define SIZE_BITS 47
+#define SIZE_BITS 46
+#define LOST_BIT ((uint64_t)1 << SIZE_BITS)
+#define STACK_SHIFT (SIZE_BITS + 1)
 #define STACK_LOW 17
 #define TID_BITS 22
 #define TIME_BITS 34
@@ -403,7 +406,7 @@ static inline struct slot pack(const struct mt_record *rec)
     uint64_t ms = rec->time_ns > epoch_ns ? (rec->time_ns - epoch_ns) / 1000000 : 0;
     return (struct slot){
         .addr = rec->addr,
-        .size_stack = clamp(rec->size, SIZE_BITS) | (uint64_t)rec->stack << SIZE_BITS,
+        .size_stack = clamp(rec->size, SIZE_BITS) | (uint64_t)rec->stack << STACK_SHIFT,
         .stack_tid_time = ((uint64_t)rec->stack >> STACK_LOW & 0xFF) |
                           (uint64_t)(rec->tid & ((1u << TID_BITS) - 1))
                               << (64 - TIME_BITS - TID_BITS) |
@@ -427,8 +430,9 @@ static inline struct mt_record unpack(const struct gen *c, size_t s)
         .addr = c->recs[s].addr,
         .size = a & (((uint64_t)1 << SIZE_BITS) - 1),
         .time_ns = epoch_ns + (b >> (64 - TIME_BITS)) * 1000000,
-        .stack = (uint32_t)(a >> SIZE_BITS | (b & 0xFF) << STACK_LOW),
+        .stack = (uint32_t)(a >> STACK_SHIFT | (b & 0xFF) << STACK_LOW),
         .tid = (uint32_t)(b >> (64 - TIME_BITS - TID_BITS)) & ((1u << TID_BITS) - 1),
+        .lost = !!(a & LOST_BIT),
     };
 }
 
@@ -877,6 +881,50 @@ void mt_table_hold(void)
 void mt_table_release(void)
 {
     read_end();
+}
+
+/* Sets the lost bit of rec's record in generation c, lanes as place() gives them: -1 when c holds
+ * no record of rec->addr, 0 when the one it holds is another block's, 1 when set. With the turn
+ * held no record moves, so a BUSY slot is owned for a few stores (an insert or a removal). */
+static int set_lost_in(struct gen *c, const struct mt_record *rec, unsigned first, unsigned second)
+{
+    uint64_t h = mt_table_hash(rec->addr);
+    uint8_t t = tag_of(h);
+    struct slot want = pack(rec);
+    unsigned lane[2] = {first, second};
+    for (int i = 0; i < 2 && lane[i] != NO_LANE; i++)
+        for (size_t g = group_of(c, h, lane[i]), w = 0; w < c->window; w++)
+            for (unsigned m = match(c, g + w, t); m; m &= m - 1) {
+                size_t s = (g + w) * GROUP + (size_t)__builtin_ctz(m);
+                unsigned spins = 0;
+                int owned = 0;
+                while (addr_at(c, s) == rec->addr && !(owned = take(c, s, t)))
+                    pause_briefly(&spins);
+                if (!owned) continue;
+                if (c->recs[s].addr != rec->addr) {
+                    give(c, s, t);
+                    continue;
+                }
+                int same = (c->recs[s].size_stack & ~LOST_BIT) == want.size_stack &&
+                           c->recs[s].stack_tid_time == want.stack_tid_time;
+                if (same) c->recs[s].size_stack |= LOST_BIT;
+                give(c, s, t);
+                return same;
+            }
+    return -1;
+}
+
+int mt_table_set_lost(const struct mt_record *rec)
+{
+    uint64_t word = lanes > 1 ? region_word(rec->addr >> REGION_SHIFT, 0) : 0;
+    if (lanes > 1 && !word) return 0;
+    unsigned first, second;
+    place(mt_table_hash(rec->addr), word, &first, &second);
+    int r = -1;
+    for (struct gen *c = read_begin(); c && r < 0; c = __atomic_load_n(&c->prev, __ATOMIC_ACQUIRE))
+        r = set_lost_in(c, rec, first, second);
+    read_end();
+    return r > 0;
 }
 
 static size_t each_in(struct gen *c, void (*fn)(const struct mt_record *, void *), void *arg)

@@ -5,7 +5,7 @@
  *   every size the table may grow to; pages are touched as they are used, and those of a size the
  *   table has grown past are given back. 25.125 bytes a slot (a 24-byte packed record, a one-byte
  *   tag, and a two-byte counter per 16 slots), a 16 KiB census (touched only by a sparse table)
- *   and an 8 KiB region map in the library's own data. A record keeps sizes up to 2^47 - 1 bytes,
+ *   and an 8 KiB region map in the library's own data. A record keeps sizes up to 2^46 - 1 bytes,
  *   stack ids up to 2^25 - 1, thread ids up to 2^22 - 1 (Linux's limit) and its time to the
  *   millisecond for 198 days after mt_table_init(); beyond those, the largest value is kept.
  * - Growth: the table starts with the slots given and doubles, up to the cap, whenever a record
@@ -42,9 +42,10 @@
 struct mt_record {
     uintptr_t addr; /* 0 only in an empty slot */
     uint64_t size;
-    uint64_t time_ns; /* CLOCK_MONOTONIC_COARSE at the allocation; kept to the millisecond */
-    uint32_t stack;   /* interned stack id (stack.h), 0 when the stack could not be kept */
-    uint32_t tid;     /* allocating thread (Linux tid) */
+    uint64_t time_ns;  /* CLOCK_MONOTONIC_COARSE at the allocation; kept to the millisecond */
+    uint32_t stack;    /* interned stack id (stack.h), 0 when the stack could not be kept */
+    uint32_t tid : 31; /* allocating thread (Linux tid) */
+    uint32_t lost : 1; /* a leak scan found the block lost (mt_table_set_lost); 0 when inserted */
 };
 
 /* Reserves a table of slots slots that may grow up to slots_max (both multiples of 16), in lanes
@@ -94,6 +95,12 @@ unsigned mt_table_lanes(void);
 /* Stores rec (rec->addr != 0). A stale record of the same address (its free was never seen) is
  * replaced; *replaced is set to 1 then. Returns 1 if stored, 0 if dropped (see Growth). */
 int mt_table_insert(const struct mt_record *rec, int *replaced);
+
+/* Marks the record rec (its address, and its other fields as a copy of it has them) lost: the
+ * bit stays with the record until it is removed, and is not kept by a new record of the same
+ * address (a free, then an allocation). Not for the hooks: it takes the turn, as a pass does, and
+ * waits out a slot's owner. Returns 1 when done, 0 when the table has no such record. */
+int mt_table_set_lost(const struct mt_record *rec);
 
 /* Removes the record of addr. Returns 1 and copies it to *out (if out) when there was one. */
 int mt_table_remove(uintptr_t addr, struct mt_record *out);

@@ -42,6 +42,18 @@ static const int saved[MT_WORLD_REGS] = {
     REG_R9,  REG_R10, REG_R11, REG_R12, REG_R13, REG_R14, REG_R15, REG_RIP, REG_EFL,
 };
 
+const char *const mt_world_reg_names[MT_WORLD_REGS] = {
+    "rax", "rbx", "rcx", "rdx", "rsi", "rdi", "rbp", "rsp", "r8",
+    "r9",  "r10", "r11", "r12", "r13", "r14", "r15", "rip", "eflags",
+};
+
+void mt_world_regs(const void *ucontext, uintptr_t out[MT_WORLD_REGS])
+{
+    const greg_t *g = ((const ucontext_t *)ucontext)->uc_mcontext.gregs;
+    for (int r = 0; r < MT_WORLD_REGS; r++)
+        out[r] = (uintptr_t)g[saved[r]];
+}
+
 static pid_t gettid_(void)
 {
     return (pid_t)syscall(SYS_gettid);
@@ -65,11 +77,10 @@ static void on_stop(int sig, siginfo_t *si, void *ctx)
         for (size_t i = 0; i < n; i++) {
             struct mt_world_thread *t = &threads[i];
             if (t->tid != me || __atomic_load_n(&t->stopped, __ATOMIC_ACQUIRE)) continue;
-            const greg_t *g = ((ucontext_t *)ctx)->uc_mcontext.gregs;
-            for (int r = 0; r < MT_WORLD_REGS; r++)
-                t->regs[r] = (uintptr_t)g[saved[r]];
-            t->sp = (uintptr_t)g[REG_RSP];
+            mt_world_regs(ctx, t->regs);
+            t->sp = t->regs[MT_WORLD_RSP];
             stack_t alt;
+            t->tp = (uintptr_t)pthread_self();
             t->altstack = sigaltstack(NULL, &alt) == 0 && !(alt.ss_flags & SS_DISABLE)
                               ? (uintptr_t)alt.ss_sp
                               : 0;

@@ -39,6 +39,7 @@ struct mt_world_thread {
     uintptr_t sp; /* stack pointer where it was stopped, 0 when unknown */
     uintptr_t regs[MT_WORLD_REGS];
     uintptr_t altstack; /* its sigaltstack, which only the kernel may point to; 0 when none */
+    uintptr_t tp;       /* its thread pointer (glibc's pthread_self(): its static TLS lies below) */
 };
 
 struct mt_world {
@@ -47,6 +48,12 @@ struct mt_world {
     int signal;       /* the signal used, 0 when none could be */
     uint64_t stop_ns; /* CLOCK_MONOTONIC when the stop started, for the pause's length */
 };
+
+/* The registers a stopped thread saves, in regs[] order, from a ucontext_t (a signal's, or
+ * getcontext's); async-signal-safe. Their names ("rax", ..., "rsp" at 7, "rip", "eflags"). */
+void mt_world_regs(const void *ucontext, uintptr_t out[MT_WORLD_REGS]);
+extern const char *const mt_world_reg_names[MT_WORLD_REGS];
+#define MT_WORLD_RSP 7
 
 /* mtrace's own background thread (service.h) blocks every signal and touches none of the
  * program's memory: the calling thread is left out of every later stop. One thread at a time;

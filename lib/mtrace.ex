@@ -226,33 +226,36 @@ defmodule Mtrace do
     end
   end
 
-  # Lost blocks {address, size, age_ns, stack_id, direct} grouped by stack (or one a block);
-  # blocks known from glibc's heap alone (stack nil, and what they hold in age's place) grouped
-  # by usable size and what they hold.
+  # Lost blocks {address, size, age_ns, stack_id, direct, scans} grouped by stack (or one a
+  # block); blocks known from glibc's heap alone (stack and scans nil, and what they hold in
+  # age's place) grouped by usable size and what they hold.
   defp lost_sites(blocks, opts) do
-    ids = for {_, _, _, id, _} <- blocks, id != nil, uniq: true, do: id
+    ids = for {_, _, _, id, _, _} <- blocks, id != nil, uniq: true, do: id
     stacks = Sites.stacks(ids, opts[:demangle])
 
     if opts[:blocks] do
-      Enum.map(blocks, fn {address, _, _, _, _} = b ->
+      Enum.map(blocks, fn {address, _, _, _, _, _} = b ->
         %{lost_site([b], stacks) | address: address}
       end)
     else
       blocks
       |> Enum.group_by(fn
-        {_, _, _, nil, _} = b -> {:unrecorded, elem(b, 1), holds(b)}
-        {_, _, _, id, _} -> id
+        {_, _, _, nil, _, _} = b -> {:unrecorded, elem(b, 1), holds(b)}
+        {_, _, _, id, _, _} -> id
       end)
       |> Enum.map(fn {_, bs} -> lost_site(bs, stacks) end)
     end
   end
 
-  defp holds({_, _, {:cxx, class}, nil, _}), do: {:cxx, class}
-  defp holds({_, _, {kind, _}, nil, _}) when kind in [:erlang_binary, :erlang_resource], do: kind
-  defp holds({_, _, {:string, _}, nil, _}), do: :string
+  defp holds({_, _, {:cxx, class}, nil, _, _}), do: {:cxx, class}
+
+  defp holds({_, _, {kind, _}, nil, _, _}) when kind in [:erlang_binary, :erlang_resource],
+    do: kind
+
+  defp holds({_, _, {:string, _}, nil, _, _}), do: :string
   defp holds(_), do: nil
 
-  defp lost_site([{_, size, what, id, _} | _] = blocks, stacks) do
+  defp lost_site([{_, size, what, id, _, scans} | _] = blocks, stacks) do
     direct = Enum.count(blocks, &elem(&1, 4))
 
     site = %Site{
@@ -266,7 +269,8 @@ defmodule Mtrace do
       do: %{
         site
         | oldest_age: (blocks |> Enum.map(&elem(&1, 2)) |> Enum.max()) / 1.0e9,
-          stack: Map.fetch!(stacks, id)
+          stack: Map.fetch!(stacks, id),
+          scans: scans
       },
       else: %{site | oldest_age: nil, contents: contents(size, what)}
   end
@@ -284,6 +288,101 @@ defmodule Mtrace do
     do: "#{size}-byte strings without a record, such as #{inspect(text)}"
 
   defp contents(size, nil), do: "#{size}-byte blocks without a record"
+
+  @doc """
+  Why the live block at `address` (or the one holding it) is kept: the shortest chain of
+  pointers from a root to it, as a `Mtrace.Path`, or `nil` when the block is lost.
+
+  The mark of `leaks/1` is made again, as a breadth-first search that notes, for each block it
+  reaches, what pointed to it first: a library's static data (named by its variable), a thread's
+  stack, thread-local storage or registers, the VM's memory, or another block (with the offset of the pointer in it).
+  The threads are stopped as for `leaks/1`, for the same time (`leaks_info/1`'s `:pause_ns`).
+  This answers "this site keeps growing, but is not lost: who holds it?", and "why is this block
+  that I expected lost not reported?" (a stale word, whose place the root says).
+
+  A block a scan has found lost stays lost (see `Mtrace.Site`'s `:scans`): `nil`, whatever
+  points to it now. Blocks without a record (see `leaks/1`) have `stack: []`. The caller holds
+  `address` itself (an integer on its process's heap, copies in the calling thread's frames), and
+  such a word would be the shortest chain to any block: a word equal to `address` is not counted
+  in the VM's anonymous memory nor in the calling thread's stack and registers (it is in a
+  library's data, another thread's stack and in blocks). A block that only such a word keeps is
+  answered `nil`.
+
+  Returns `{:error, :not_a_block}` when no live block holds `address`. Raises `ArgumentError`
+  when `address` is not a non-negative integer or an option is bad; `Mtrace.IncompleteError`
+  and `Mtrace.NotPreloadedError` as `leaks/1` does.
+
+  ## Options
+
+    * `:demangle` - C++ and Rust names demangled. Default `true`.
+
+  ## Examples
+
+      [{_age, _size, address, _ns, _stack}] = Mtrace.olds(1)
+      Mtrace.why(address)
+      #=> #Mtrace.Path<static my_nif.so:cache+8 -> 0x55D0C3A1F2A0 (4096 B cache_put (cache.c:31))>
+
+      iex> Mtrace.why(:nowhere)
+      ** (ArgumentError) Mtrace.why/2: address must be a non-negative integer, got: :nowhere
+  """
+  @spec why(non_neg_integer(), keyword()) :: Mtrace.Path.t() | nil | {:error, :not_a_block}
+  def why(address, opts \\ [])
+
+  def why(address, _opts) when not (is_integer(address) and address >= 0),
+    do:
+      raise(
+        ArgumentError,
+        "Mtrace.why/2: address must be a non-negative integer, got: #{inspect(address)}"
+      )
+
+  def why(address, opts) do
+    opts = Options.validate!(:why, "Mtrace.why/2", opts)
+
+    case Nif.why_nif(address) |> preloaded!() do
+      {:error, reason, heap_refused} ->
+        raise Mtrace.IncompleteError, reason: reason, heap_refused: heap_refused
+
+      :not_a_block ->
+        {:error, :not_a_block}
+
+      nil ->
+        nil
+
+      {root, links} ->
+        ids = for {_, _, id, _} <- links, id != nil, uniq: true, do: id
+        stacks = Sites.stacks(ids, opts[:demangle])
+
+        %Mtrace.Path{
+          root: path_root(root),
+          links:
+            for {a, size, id, offset} <- links do
+              %{address: a, size: size, offset: offset, stack: Map.get(stacks, id, [])}
+            end
+        }
+    end
+  end
+
+  defp path_root({:stack, via, tid, offset}),
+    do: %{kind: :stack, address: via, thread: tid, offset: offset}
+
+  defp path_root({:static, via, library, name, offset}),
+    do: %{kind: :static, address: via, library: library, name: name, offset: offset}
+
+  defp path_root({:tls, via, tid, library, offset}),
+    do: %{kind: :tls, address: via, thread: tid, library: library, offset: offset}
+
+  defp path_root({:register, tid, name}), do: %{kind: :register, thread: tid, register: name}
+  defp path_root({:altstack, tid}), do: %{kind: :altstack, thread: tid}
+
+  defp path_root({:mapping, via, lo, hi, name}) do
+    %{
+      kind: if(name == "", do: :vm, else: :other),
+      address: via,
+      name: if(name not in ["", nil], do: name),
+      offset: if(lo, do: via - lo),
+      mapping: if(lo, do: {lo, hi})
+    }
+  end
 
   @doc """
   A census of glibc's heap: every block malloc holds, with or without a record, and its free

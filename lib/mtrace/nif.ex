@@ -21,8 +21,8 @@ defmodule Mtrace.Nif do
 
   @spec leaks_nif(tuple()) ::
           {[
-             {non_neg_integer(), non_neg_integer(), non_neg_integer(), non_neg_integer(),
-              boolean()}
+             {non_neg_integer(), non_neg_integer(), non_neg_integer() | term(),
+              non_neg_integer() | nil, boolean(), pos_integer() | nil}
            ], map()}
           | {:error, term(), String.t() | nil}
           | {:not_preloaded, String.t()}
@@ -45,4 +45,16 @@ defmodule Mtrace.Nif do
 
   @spec detach_nif() :: :ok | {:error, String.t()}
   def detach_nif, do: :erlang.nif_error(:not_loaded)
+
+  @spec why_nif(non_neg_integer()) ::
+          {tuple(),
+           [
+             {non_neg_integer(), non_neg_integer(), non_neg_integer() | nil,
+              non_neg_integer() | nil}
+           ]}
+          | nil
+          | :not_a_block
+          | {:error, term(), String.t() | nil}
+          | {:not_preloaded, String.t()}
+  def why_nif(_address), do: :erlang.nif_error(:not_loaded)
 end

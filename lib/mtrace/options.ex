@@ -26,9 +26,11 @@ defmodule Mtrace.Options do
     top: [demangle: true, group: :stack] ++ @filters ++ @cluster,
     diff: [demangle: true, group: :stack] ++ Keyword.take(@filters, @by_stack) ++ @cluster,
     mark: @cluster,
+    why: [demangle: true],
     stats: @cluster,
     watch:
-      [interval: 10_000, n: 5, count: nil, group: :stack] ++ Keyword.take(@filters, @by_stack),
+      [interval: 10_000, n: 5, count: nil, group: :stack, leaks: false] ++
+        Keyword.take(@filters, @by_stack),
     # The writers' own defaults (Mtrace.Format.*) hold for an option left nil.
     render: [threshold: nil, title: nil],
     # The recording's MTRACE_* variables (lowercase, without the prefix); nil: the variable's own
@@ -138,7 +140,9 @@ defmodule Mtrace.Options do
   def list_of?([head | tail], check), do: check.(head) and list_of?(tail, check)
   def list_of?(_value, _check), do: false
 
-  defp check!(_name, key, value) when key in [:demangle, :blocks] and is_boolean(value), do: value
+  defp check!(_name, key, value) when key in [:demangle, :blocks, :leaks] and is_boolean(value),
+    do: value
+
   defp check!(_name, :min_age, value) when is_number(value) and value >= 0, do: value
 
   defp check!(_name, :max_age, value) when is_nil(value) or (is_number(value) and value >= 0),

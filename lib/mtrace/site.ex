@@ -31,6 +31,13 @@ defmodule Mtrace.Site do
       `"136-byte Erlang resources (magic binaries, by their header) without a record"`), text (`"40-byte
       strings without a record, such as \"GET /\""`), or neither (`"64-byte blocks without a
       record"`); `nil` for sites with a stack.
+    * `:scans` - of lost blocks with a record (`Mtrace.leaks/1`): how many leak scans found lost
+      blocks of this site, this one included: `leaks/1` calls, `Mtrace.Watch`'s with
+      `leaks: true` and `leaks_info/1` alike, in this node since it started (`1`: this is the
+      first). A block found lost once stays lost until it is freed (a stale word that appears
+      later does not keep it), so a site that keeps its lost blocks is found by every scan after
+      the first. Merged sites (`group:`) take the largest. `nil` elsewhere, and for blocks without
+      a record, which no scan remembers.
   """
 
   defstruct bytes: 0,
@@ -46,7 +53,8 @@ defmodule Mtrace.Site do
             freed_blocks: nil,
             address: nil,
             estimated: nil,
-            contents: nil
+            contents: nil,
+            scans: nil
 
   @type t :: %__MODULE__{
           bytes: integer(),
@@ -62,7 +70,8 @@ defmodule Mtrace.Site do
           freed_blocks: non_neg_integer() | nil,
           address: non_neg_integer() | nil,
           estimated: true | nil,
-          contents: String.t() | nil
+          contents: String.t() | nil,
+          scans: pos_integer() | nil
         }
 end
 
@@ -92,5 +101,5 @@ defimpl Inspect, for: Mtrace.Site do
 
   defp order,
     do: ~w(bytes blocks direct_blocks indirect_blocks allocated_bytes allocated_blocks
-           freed_bytes freed_blocks oldest_age estimated address contents stack paths)a
+           freed_bytes freed_blocks oldest_age scans estimated address contents stack paths)a
 end

@@ -163,10 +163,15 @@ defmodule Mtrace.Sites do
           allocated_blocks: add(acc.allocated_blocks, s.allocated_blocks),
           freed_bytes: add(acc.freed_bytes, s.freed_bytes),
           freed_blocks: add(acc.freed_blocks, s.freed_blocks),
-          estimated: acc.estimated || s.estimated
+          estimated: acc.estimated || s.estimated,
+          scans: max_known(acc.scans, s.scans)
       }
     end)
   end
+
+  defp max_known(nil, b), do: b
+  defp max_known(a, nil), do: a
+  defp max_known(a, b), do: max(a, b)
 
   defp add(nil, b), do: b
   defp add(a, nil), do: a

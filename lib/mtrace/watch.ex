@@ -15,10 +15,18 @@ defmodule Mtrace.Watch do
     * `:n` - sites per report, largest growth first. Default `5`.
     * `:count` - reports to write before stopping; `nil` (the default) for no end.
     * `:group`, `:library`, `:function`, `:erlang` - as in `Mtrace.diff/2`.
+    * `:leaks` - when `true`, each report also scans for lost blocks (`Mtrace.leaks/1`, with
+      `:library`, `:function` and `:erlang`) and logs the lost sites this watch has not logged
+      before. A block found lost stays lost until it is freed, so the scans add up: a lost block
+      that a stale word hid from one scan is logged by a later one. Default `false`.
 
   A report is one log entry at level `:info`, a line a site, `+bytes in +blocks` and the site's
-  first frames; sites that did not grow are left out, and nothing is logged when none grew. On a
-  node without the preload it logs one error and does not start (`:ignore`).
+  first frames; sites that did not grow are left out, and nothing is logged when none grew. New
+  lost sites are one entry at level `:warning`, a line a site: `bytes in blocks`, how many
+  scans have found it (`Mtrace.Site`'s `:scans`) and its first frames. A scan that cannot call
+  blocks lost (`Mtrace.IncompleteError`) is logged once as an error, and the watch goes on
+  without scans. On a node without the preload it logs one error and does not start
+  (`:ignore`).
   """
 
   use GenServer
@@ -41,7 +49,8 @@ defmodule Mtrace.Watch do
   @impl true
   def init(opts) do
     if Mtrace.stats().preloaded do
-      {:ok, %{opts: opts, mark: Mtrace.mark(), left: opts[:count]}, opts[:interval]}
+      {:ok, %{opts: opts, mark: Mtrace.mark(), left: opts[:count], lost: MapSet.new()},
+       opts[:interval]}
     else
       Logger.error(
         "Mtrace.Watch: mtrace is not this node's allocator (no LD_PRELOAD of " <>
@@ -58,18 +67,52 @@ defmodule Mtrace.Watch do
 
     grown = mark |> Mtrace.diff(filters) |> Enum.filter(&(&1.bytes > 0)) |> Enum.take(opts[:n])
     if grown != [], do: Logger.info(report(grown))
+    state = if opts[:leaks], do: scan(state), else: state
     state = %{state | mark: Mtrace.mark(), left: left && left - 1}
     if state.left == 0, do: {:stop, :normal, state}, else: {:noreply, state, opts[:interval]}
   end
 
-  defp report(sites) do
+  # Logs the lost sites not logged before, each known by its stack (or, without a record, by
+  # what it holds).
+  defp scan(%{opts: opts, lost: logged} = state) do
+    new =
+      opts
+      |> Keyword.take([:library, :function, :erlang])
+      |> Mtrace.leaks()
+      |> Enum.reject(&MapSet.member?(logged, lost_key(&1)))
+
+    if new != [], do: Logger.warning(lost_report(new))
+    %{state | lost: Enum.into(new, logged, &lost_key/1)}
+  rescue
+    e in Mtrace.IncompleteError ->
+      Logger.error("Mtrace.Watch: no more scans for lost blocks: " <> Exception.message(e))
+      %{state | opts: Keyword.put(opts, :leaks, false)}
+  end
+
+  defp lost_key(%Mtrace.Site{stack: [], contents: contents}), do: contents
+  defp lost_key(%Mtrace.Site{stack: stack}), do: stack
+
+  defp lost_report(sites) do
     lines =
       for s <- sites do
-        frames = s.stack |> Enum.take(4) |> Enum.map_join(" < ", &Mtrace.Format.label/1)
-
-        "  +#{s.bytes} bytes in +#{s.blocks} #{if s.blocks == 1, do: "block", else: "blocks"}: " <>
-          frames
+        found = if s.scans, do: ", found by #{s.scans} #{plural(s.scans, "scan")}", else: ""
+        what = if s.stack == [], do: s.contents, else: frames(s)
+        "  #{s.bytes} bytes in #{s.blocks} #{plural(s.blocks, "block")}#{found}: #{what}"
       end
+
+    Enum.join(["mtrace: new lost sites" | lines], "\n")
+  end
+
+  defp plural(1, word), do: word
+  defp plural(_, word), do: word <> "s"
+
+  defp frames(site),
+    do: site.stack |> Enum.take(4) |> Enum.map_join(" < ", &Mtrace.Format.label/1)
+
+  defp report(sites) do
+    lines =
+      for s <- sites,
+          do: "  +#{s.bytes} bytes in +#{s.blocks} #{plural(s.blocks, "block")}: #{frames(s)}"
 
     Enum.join(["mtrace: growth by call site since the previous report" | lines], "\n")
   end

@@ -25,6 +25,32 @@ defmodule Mtrace.Test.Lost do
   def mask, do: 0x5A5A5A5A5A5A5A5A
   # A block freed behind mtrace's back (glibc's __libc_free): its address xor mask/0.
   def free_behind(_size), do: :erlang.nif_error(:not_loaded)
+  # Writes the masked address into a block a static keeps (a word that points at it).
+  def hold_word(_masked), do: :erlang.nif_error(:not_loaded)
+  # Frees the block at the masked address, then allocates size bytes that a static keeps:
+  # whether it got the same address.
+  def free_and_reuse(_masked, _size), do: :erlang.nif_error(:not_loaded)
+  # Masked addresses of kept blocks: kept_static[i]; a chain of three under a static.
+  def static_address(_i), do: :erlang.nif_error(:not_loaded)
+  def keep_chain, do: :erlang.nif_error(:not_loaded)
+  # A thread whose stack alone keeps a block: {masked address, the thread's id}; and its end.
+  def hold_on_stack(_size), do: :erlang.nif_error(:not_loaded)
+  def release_stack, do: :erlang.nif_error(:not_loaded)
+  # keep_tls/1, and {the block's masked address, the thread's id}.
+  def keep_tls_here(_size), do: :erlang.nif_error(:not_loaded)
+  # n blocks lost by the NIF, each in the chunk of an off-heap binary (a malloc block with
+  # +MBe false) just collected, after a warm-up block of the same call site: [{warm, lost}],
+  # masked. Compiled, so that no binding of the evaluator keeps the binary.
+  def lose_in_binary_chunks(n) do
+    for _ <- 1..n do
+      [warm] = lose_masked(1, 124)
+      _ = byte_size(:rand.bytes(100))
+      :erlang.garbage_collect()
+      [lost] = lose_masked(1, 124)
+      {warm, lost}
+    end
+  end
+
   # An off-heap binary allocated and never released.
   def lose_binary(_size), do: :erlang.nif_error(:not_loaded)
 end

@@ -195,6 +195,17 @@ static ERL_NIF_TERM keep_tls(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]
     return ok(env);
 }
 
+/* keep_tls_here(size): keep_tls's block, and where: {its address xor MASK, the thread's id}. */
+static ERL_NIF_TERM keep_tls_here(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    unsigned size;
+    (void)argc;
+    if (!enif_get_uint(env, argv[0], &size)) return enif_make_badarg(env);
+    kept_tls = tls_block(size);
+    return enif_make_tuple2(env, enif_make_uint64(env, (uint64_t)(uintptr_t)kept_tls ^ MASK),
+                            enif_make_int(env, gettid()));
+}
+
 NAMED static void *buffer_data(size_t size)
 {
     void *p = malloc(size);
@@ -346,6 +357,133 @@ static ERL_NIF_TERM lose_on_stack(ErlNifEnv *env, int argc, const ERL_NIF_TERM a
     return ok(env);
 }
 
+/* hold_word(masked): the address masked xor MASK written into a block that a static keeps: a word
+ * that points at a block, in reachable memory, as a stale one would. */
+static void **holder;
+
+static ERL_NIF_TERM hold_word(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    ErlNifUInt64 masked;
+    (void)argc;
+    if (!enif_get_uint64(env, argv[0], &masked)) return enif_make_badarg(env);
+    if (!holder) holder = static_block(64);
+    holder[0] = (void *)(uintptr_t)(masked ^ MASK);
+    return ok(env);
+}
+
+NAMED static void *reused_block(size_t size)
+{
+    void *p = malloc(size);
+    memset(p, 0, size);
+    return p;
+}
+
+/* free_and_reuse(masked, size): frees the block at masked xor MASK and allocates one of size
+ * bytes, which a static keeps; on one thread glibc's tcache gives the freed address back at
+ * once. The call site is run once before, so that mtrace's first unwind of it (which may
+ * allocate) does not take the address. Returns whether it got the address. */
+static void *reused;
+
+static ERL_NIF_TERM free_and_reuse(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    ErlNifUInt64 masked;
+    unsigned size;
+    (void)argc;
+    if (!enif_get_uint64(env, argv[0], &masked) || !enif_get_uint(env, argv[1], &size))
+        return enif_make_badarg(env);
+    void *p = (void *)(uintptr_t)(masked ^ MASK), *warm = NULL;
+    for (int i = 0; i < 2; i++) {
+        if (i) free(p);
+        reused = reused_block(size);
+        if (!i) warm = reused;
+    }
+    free(warm);
+    return enif_make_atom(env, reused == p ? "true" : "false");
+}
+
+/* static_address(i): kept_static[i] xor MASK. */
+static ERL_NIF_TERM static_address(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    unsigned i;
+    (void)argc;
+    if (!enif_get_uint(env, argv[0], &i) || i >= 64) return enif_make_badarg(env);
+    return enif_make_uint64(env, (uint64_t)(uintptr_t)kept_static[i] ^ MASK);
+}
+
+/* keep_chain(): three 64-byte blocks under a static: chain_root -> a, a's word 2 (offset 16) ->
+ * b, b's word 5 (offset 40) -> c. Returns [a, b, c], each xor MASK. */
+static void **chain_root;
+
+NAMED static void **chain_block(void)
+{
+    void **p = malloc(64);
+    memset(p, 0, 64);
+    return p;
+}
+
+static ERL_NIF_TERM keep_chain(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    (void)argv;
+    void **a = chain_block(), **b = chain_block(), **c = chain_block();
+    a[2] = b;
+    b[5] = c;
+    chain_root = a;
+    ERL_NIF_TERM masked[3] = {enif_make_uint64(env, (uint64_t)(uintptr_t)a ^ MASK),
+                              enif_make_uint64(env, (uint64_t)(uintptr_t)b ^ MASK),
+                              enif_make_uint64(env, (uint64_t)(uintptr_t)c ^ MASK)};
+    return enif_make_list_from_array(env, masked, 3);
+}
+
+/* hold_on_stack(size): a thread whose stack alone keeps a block, until release_stack(). Returns
+ * {the block's address xor MASK, the thread's id}. */
+static pthread_t holding;
+static int hold_state; /* 1: the thread holds its block; 2: told to end */
+static uint64_t held_masked;
+static pid_t held_tid;
+
+NAMED static void *stack_block(size_t size)
+{
+    void *p = malloc(size);
+    memset(p, 0, size);
+    return p;
+}
+
+static void *stack_holder(void *arg)
+{
+    void *volatile kept = stack_block((size_t)(uintptr_t)arg);
+    held_masked = (uint64_t)(uintptr_t)kept ^ MASK;
+    held_tid = gettid();
+    __atomic_store_n(&hold_state, 1, __ATOMIC_RELEASE);
+    while (__atomic_load_n(&hold_state, __ATOMIC_ACQUIRE) != 2)
+        usleep(1000);
+    free(kept);
+    return NULL;
+}
+
+static ERL_NIF_TERM hold_on_stack(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    unsigned size;
+    (void)argc;
+    if (!enif_get_uint(env, argv[0], &size) || hold_state ||
+        pthread_create(&holding, NULL, stack_holder, (void *)(uintptr_t)size) != 0)
+        return enif_make_badarg(env);
+    while (__atomic_load_n(&hold_state, __ATOMIC_ACQUIRE) != 1)
+        usleep(1000);
+    return enif_make_tuple2(env, enif_make_uint64(env, held_masked), enif_make_int(env, held_tid));
+}
+
+static ERL_NIF_TERM release_stack(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    (void)argv;
+    if (__atomic_load_n(&hold_state, __ATOMIC_ACQUIRE) != 1) return enif_make_badarg(env);
+    __atomic_store_n(&hold_state, 2, __ATOMIC_RELEASE);
+    pthread_join(holding, NULL);
+    hold_state = 0;
+    return ok(env);
+}
+
 /* many(kept, lost, size): kept blocks in an array that a static pointer keeps, and lost ones;
  * for bench/leaks.exs. */
 static void **kept_array;
@@ -442,6 +580,13 @@ static ErlNifFunc funcs[] = {
     {"lose_masked", 2, lose_masked, 0},
     {"free_behind", 1, free_behind, 0},
     {"lose_binary", 1, lose_binary, 0},
+    {"hold_word", 1, hold_word, 0},
+    {"free_and_reuse", 2, free_and_reuse, 0},
+    {"static_address", 1, static_address, 0},
+    {"keep_chain", 0, keep_chain, 0},
+    {"hold_on_stack", 1, hold_on_stack, 0},
+    {"release_stack", 0, release_stack, 0},
+    {"keep_tls_here", 1, keep_tls_here, 0},
 };
 
 ERL_NIF_INIT(Elixir.Mtrace.Test.Lost, funcs, load, NULL, NULL, NULL)

@@ -1,0 +1,100 @@
+defmodule Mtrace.Path do
+  @moduledoc """
+  Why a live block is kept: the shortest chain of pointers from a root to it, as
+  `Mtrace.why/2` finds it (Eclipse MAT's "path to GC roots", for native memory).
+
+    * `:root` - where the first pointer lies, a map with `:kind` and, by kind:
+      * `:static` - a loaded library's data (its data, bss or RELRO): `:library` (its path),
+        `:name` (the variable, from the symbol tables; `nil` when none covers the word),
+        `:offset` (of the word in the variable, or in the library's file without one) and
+        `:address` (the word's).
+      * `:stack` - a thread's stack, at or above its stack pointer: `:thread` (its Linux thread
+        id), `:offset` (of the word from the stack pointer; the 128-byte red zone below it
+        counts too, as a negative offset) and `:address`.
+      * `:tls` - a thread's static thread-local storage: `:thread`, `:library` (the object whose
+        TLS block holds the word, and `:offset` in that block), or `library: nil` for the
+        thread's control block (glibc's `struct pthread`, which points to its dynamic TLS and
+        holds `pthread_setspecific`'s first values; `:offset` from the thread pointer), and
+        `:address`. An object loaded later keeps its TLS in a block of its own, reached from
+        there.
+      * `:register` - a register of a stopped thread (or of the thread that asked):
+        `:thread` and `:register` (`"rax"`, ..., `"r15"`, `"rip"`).
+      * `:altstack` - a thread's alternate signal stack, which only the kernel points to:
+        `:thread`.
+      * `:vm` - an anonymous mapping: in a node, the VM's own memory (its allocators'
+        carriers: process heaps, ETS tables, binaries; which allocator owns it is not told),
+        or memory a library mapped itself: `:offset` (from the mapping's start), `:mapping`
+        (`{start, end}`) and `:address`.
+      * `:other` - any other mapping (a file mapped writable, shared memory): `:name` (its path
+        as `/proc/self/maps` gives it), `:offset`, `:mapping` and `:address`.
+    * `:links` - the blocks on the way, from the one the root points to, to the block asked
+      about (the last), each a map of `:address`, `:size` (the requested size; the usable size
+      for a block without a record), `:offset` (where in this block the pointer to the next
+      one lies; `nil` for the last) and `:stack` (its allocation's frames, innermost first, as
+      `Mtrace.Site`'s; `[]` for a block without a record).
+
+  Shortest means fewest blocks: every root is read before any block, and blocks in the order
+  they were reached (a breadth-first mark). Another chain of as many blocks may hold it as well.
+  """
+
+  defstruct root: %{}, links: []
+
+  @type kind :: :static | :stack | :tls | :register | :altstack | :vm | :other
+
+  @type root :: %{
+          required(:kind) => kind(),
+          optional(:address) => non_neg_integer(),
+          optional(:library) => String.t(),
+          optional(:name) => String.t() | nil,
+          optional(:offset) => integer(),
+          optional(:thread) => non_neg_integer(),
+          optional(:register) => String.t(),
+          optional(:mapping) => {non_neg_integer(), non_neg_integer()} | nil
+        }
+
+  @type link :: %{
+          address: non_neg_integer(),
+          size: non_neg_integer(),
+          offset: non_neg_integer() | nil,
+          stack: [Mtrace.Frame.t()]
+        }
+
+  @type t :: %__MODULE__{root: root(), links: [link()]}
+end
+
+defimpl Inspect, for: Mtrace.Path do
+  import Inspect.Algebra
+
+  # One line a step: the root, then each block with its first frame in the program (past the
+  # intercepted function) and where the pointer to the next lies.
+  def inspect(%{root: root, links: links}, opts) do
+    steps = [root(root) | Enum.map(links, &link/1)]
+    container_doc("#Mtrace.Path<", steps, ">", opts, fn s, _ -> s end, separator: " ->")
+  end
+
+  defp root(%{kind: :static, library: lib, name: name, offset: off}),
+    do: "static #{Path.basename(lib)}:#{name || "+"}#{if name, do: "+"}#{off}"
+
+  defp root(%{kind: :stack, thread: tid, offset: off}), do: "stack of thread #{tid} (sp+#{off})"
+
+  defp root(%{kind: :tls, thread: tid, library: nil, offset: off}),
+    do: "control block of thread #{tid}+#{off}"
+
+  defp root(%{kind: :tls, thread: tid, library: lib, offset: off}),
+    do: "TLS of #{Path.basename(lib)} in thread #{tid}+#{off}"
+
+  defp root(%{kind: :register, thread: tid, register: reg}), do: "#{reg} of thread #{tid}"
+  defp root(%{kind: :altstack, thread: tid}), do: "sigaltstack of thread #{tid}"
+  defp root(%{kind: kind, offset: off} = r), do: "#{kind} #{r[:name] || "mapping"}+#{off}"
+  defp root(%{kind: kind}), do: "#{kind}"
+
+  defp link(%{address: a, size: size, offset: off, stack: stack}) do
+    site =
+      case Enum.drop(stack, 1) do
+        [frame | _] -> " " <> Mtrace.Format.label(frame)
+        [] -> ""
+      end
+
+    "0x#{Integer.to_string(a, 16)} (#{size} B#{site})" <> if(off, do: " +#{off}", else: "")
+  end
+end

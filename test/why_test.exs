@@ -1,0 +1,153 @@
+defmodule Mtrace.WhyTest do
+  # Mtrace.why/2 in a node of its own, started as a user starts one: blocks kept in known ways by
+  # the test NIF (test/support/c_src/lost.c), whose addresses the node holds only masked (so that
+  # no Erlang term points to them), and the chains that keep them, named exactly.
+  use ExUnit.Case, async: false
+  import Mtrace.Test.Helpers
+
+  @moduletag timeout: 180_000
+
+  defp in_node(code),
+    do:
+      node_result(
+        "alias Mtrace.Test.Lost\nm = Lost.mask()\n#{code}",
+        [{"LD_PRELOAD", mtrace_so()}]
+      )
+
+  # A path as plain terms: the root, and each link's masked address, size, offset and the
+  # functions of its first two frames.
+  @plain """
+  plain = fn
+    %Mtrace.Path{root: root, links: links} ->
+      names = fn stack -> stack |> Enum.take(2) |> Enum.map(& &1.function) end
+      {root, Enum.map(links, &{Bitwise.bxor(&1.address, m), &1.size, &1.offset, names.(&1.stack)})}
+    other -> other
+  end
+  """
+
+  @kept """
+  #{@plain}
+  :ok = Lost.keep_static(3, 100)
+  one = Lost.static_address(1)
+  chain = Lost.keep_chain()
+  {held, tid} = Lost.hold_on_stack(256)
+  {in_tls, tls_tid} = Lost.keep_tls_here(200)
+  static = plain.(Mtrace.why(Bitwise.bxor(one, m)))
+  last = plain.(Mtrace.why(Bitwise.bxor(List.last(chain), m)))
+  # c + 8 made without c itself on the heap (c is 16-aligned): an integer equal to c would be a
+  # word of the VM's memory that points to c, and the shortest chain
+  interior = plain.(Mtrace.why(Bitwise.bxor(List.last(chain), Bitwise.bxor(m, 8))))
+  stack = plain.(Mtrace.why(Bitwise.bxor(held, m)))
+  tls = plain.(Mtrace.why(Bitwise.bxor(in_tls, m)))
+  text = inspect(Mtrace.why(Bitwise.bxor(hd(chain), m)))
+  :ok = Lost.release_stack()
+  {one, chain, {held, in_tls}, {tid, tls_tid}, [static, last, interior, stack, tls], text}
+  """
+
+  # The chains a node gave are exact when the roots are the static array, the chain's static root,
+  # the thread's stack and the other thread's TLS. A stale word (see leaks_test) may give a chain as short or shorter
+  # from elsewhere: in every node each chain must end at the block asked about, and one node of
+  # at most four must give the exact chains. Returns that node's answers.
+  defp exact_chains do
+    Enum.reduce_while(1..4, [], fn _, seen ->
+      {one, [_, _, c], {held, in_tls}, _tids, answers, _text} = result = in_node(@kept)
+
+      for {{_root, links}, asked} <- Enum.zip(answers, [one, c, c, held, in_tls]) do
+        assert {^asked, _, nil, _} = List.last(links)
+      end
+
+      case result do
+        {_, _, _, {tid, tls_tid},
+         [
+           {%{kind: :static, name: "kept_static"}, [_]},
+           {%{kind: :static, name: "chain_root"}, [_, _, _]},
+           {%{kind: :static, name: "chain_root"}, [_, _, _]},
+           {%{kind: :stack, thread: tid}, [_]},
+           {%{kind: :tls, thread: tls_tid}, [_ | _]}
+         ], _} ->
+          {:halt, result}
+
+        _ ->
+          {:cont, [answers | seen]}
+      end
+    end)
+    |> case do
+      result when is_tuple(result) -> result
+      seen -> flunk("no node of four gave the exact chains: #{inspect(seen)}")
+    end
+  end
+
+  test "a block held by a library's static, a chain of three from a static, a thread's stack, TLS" do
+    {one, [a, b, c], {held, in_tls}, {tid, tls_tid}, [static, chain, interior, stack, tls], text} =
+      exact_chains()
+
+    # kept_static[1]: the word 8 bytes into the static array
+    assert {%{kind: :static, library: lib, name: "kept_static", offset: 8}, links} = static
+    assert lib =~ ~r/lost\.so$/
+    assert links == [{one, 100, nil, ["malloc", "static_block"]}]
+
+    # chain_root -> a (its pointer at 16) -> b (at 40) -> c; an address inside c is c's
+    assert {%{kind: :static, name: "chain_root", offset: 0}, links} = chain
+
+    assert links == [
+             {a, 64, 16, ["malloc", "chain_block"]},
+             {b, 64, 40, ["malloc", "chain_block"]},
+             {c, 64, nil, ["malloc", "chain_block"]}
+           ]
+
+    assert interior == chain
+
+    # the first word that points to it, from the red zone below the stack pointer up: the
+    # thread's local, or a copy a call it made left below
+    assert {%{kind: :stack, thread: ^tid, offset: offset}, links} = stack
+    assert offset >= -128
+    assert links == [{held, 256, nil, ["malloc", "stack_block"]}]
+
+    # lost.so's __thread variable, in dynamic TLS (a library loaded by dlopen): the thread's
+    # control block points to its TLS vector (the word at 8), which points to lost.so's 8-byte
+    # TLS block, whose one word is kept_tls
+    assert {%{kind: :tls, thread: ^tls_tid, library: nil, offset: 8}, links} = tls
+    assert [{_, _, _, _}, {_, 8, 0, _}, {^in_tls, 200, nil, ["malloc", "tls_block"]}] = links
+
+    assert text =~
+             ~r/^#Mtrace.Path<static lost.so:chain_root\+0 -> 0x[0-9A-F]+ \(64 B chain_block/
+  end
+
+  test "a lost block has no chain: nil, as leaks/1 finds it lost" do
+    # One node of at most four must find the block lost (a stale word may keep it, see
+    # leaks_test); in every node, why/2 and leaks/1 agree.
+    found =
+      Enum.find_value(1..4, fn _ ->
+        {lost?, why} =
+          in_node("""
+          [masked] = Lost.lose_masked(1, 48)
+          Process.sleep(1100)
+          lost? = Enum.any?(Mtrace.leaks(blocks: true), &(Bitwise.bxor(&1.address, m) == masked))
+          {lost?, Mtrace.why(Bitwise.bxor(masked, m))}
+          """)
+
+        assert lost? == (why == nil), inspect(why)
+        lost?
+      end)
+
+    assert found
+  end
+
+  test "an address in no live block, and bad arguments" do
+    assert {{:error, :not_a_block}, {:error, :not_a_block}} =
+             in_node("""
+             {Mtrace.why(0), Mtrace.why(Bitwise.bxor(Lost.static_address(63), m) + 4096)}
+             """)
+
+    for bad <- [-1, 1.5, :nowhere, "0x10"] do
+      assert_raise ArgumentError, ~r/^Mtrace.why\/2: address must be/, fn -> Mtrace.why(bad) end
+    end
+
+    # the NIF itself, called with no integer
+    assert_raise ArgumentError, fn -> Mtrace.Nif.why_nif(:nowhere) end
+
+    assert_raise ArgumentError, ~r/^Mtrace.why\/2: unknown option :colour/, fn ->
+      Mtrace.why(16, colour: 1)
+    end
+  end
+end
