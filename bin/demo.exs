@@ -19,7 +19,7 @@ Process.sleep(1100)
 {sites, info} = Mtrace.leaks_info()
 
 IO.puts("iex> Mtrace.leaks()")
-IO.inspect(sites, limit: 12, width: 100)
+IO.inspect(sites, limit: 13, width: 100)
 
 IO.puts("""
 

@@ -44,7 +44,7 @@ defmodule Mtrace.Test.Lost do
   def lose_in_binary_chunks(n) do
     for _ <- 1..n do
       [warm] = lose_masked(1, 124)
-      _ = byte_size(:rand.bytes(100))
+      _ = byte_size(:binary.copy(<<0::800>>))
       :erlang.garbage_collect()
       [lost] = lose_masked(1, 124)
       {warm, lost}
