@@ -1,17 +1,11 @@
-/* nif.c: the Erlang NIF half of mtrace.so, behind the Elixir module Mtrace.
- *
- * The same file is preloaded into every process of a release (sh, epmd, erl_child_setup), where
- * no enif_* function exists. The references below are weak so that loading succeeds there even
- * with LD_BIND_NOW=1; they are only ever called from inside the BEAM. The link uses -z defs, so
- * a reference missing from this list (enif_make_uint64 is a macro for enif_make_ulong) fails the
- * build instead of the preload.
+/* nif.c: the Erlang NIF half of mtrace.so, behind the Elixir module Mtrace (the NIF API through
+ * nif_api.h).
  *
  * Every NIF holds the recorder's guard while it runs, so its own allocations (and those of the
  * symbolizer) are not traced. Records are copied out of the table first; symbolization runs after,
  * with no slot held, so allocating threads never wait for it.
  */
 #define _GNU_SOURCE
-#include <erl_nif.h>
 #include <link.h>
 #include <malloc.h>
 #include <pthread.h>
@@ -23,8 +17,10 @@
 #include "account.h"
 #include "attach.h"
 #include "config.h"
+#include "filter.h"
 #include "hooks.h"
 #include "mem.h"
+#include "nif_api.h"
 #include "platform.h"
 #include "proc.h"
 #include "reach.h"
@@ -34,27 +30,6 @@
 #include "symbols.h"
 #include "table.h"
 #include "world.h"
-
-#pragma weak enif_alloc
-#pragma weak enif_free
-#pragma weak enif_get_list_cell
-#pragma weak enif_get_list_length
-#pragma weak enif_get_tuple
-#pragma weak enif_get_ulong
-#pragma weak enif_inspect_binary
-#pragma weak enif_is_empty_list
-#pragma weak enif_is_identical
-#pragma weak enif_make_atom
-#pragma weak enif_make_badarg
-#pragma weak enif_make_double
-#pragma weak enif_make_int
-#pragma weak enif_make_long
-#pragma weak enif_make_list_from_array
-#pragma weak enif_make_map_from_arrays
-#pragma weak enif_make_new_binary
-#pragma weak enif_make_tuple_from_array
-#pragma weak enif_make_ulong
-#pragma weak enif_raise_exception
 
 static ERL_NIF_TERM atom_true, atom_false, atom_nil, atom_not_preloaded, atom_error, atom_sampling,
     atom_dropped, atom_reset, atom_enomem, atom_maybe, atom_erlang, atom_attached, atom_ok;
@@ -132,108 +107,6 @@ static void keep_oldest(struct oldest *o, const struct mt_record *rec)
     }
 }
 
-/* Which records a reader wants: of an age in [min_age_ns, max_age_ns], allocated after
- * since_ns, at least min_size bytes, and with a stack through a library whose path contains
- * `library`, a frame whose (demangled) function name contains `function`, and an Erlang frame
- * whose name ("'Mod':fun/arity", as the perf map writes it) starts with `erlang` (when that ends
- * in a digit, the arity: the whole name), when given. The answer per stack is kept in memo (0:
- * not known yet). */
-struct filter {
-    uint64_t min_age_ns, max_age_ns, since_ns, min_size;
-    char library[1024], function[1024], erlang[1024];
-    int has_library, has_function, has_erlang;
-    int8_t *memo;
-    size_t ids;
-};
-
-static int erlang_matches(const struct filter *f, const struct mt_frame_info *fr)
-{
-    size_t n = strlen(f->erlang);
-    if (!fr->erlang || strncmp(fr->function, f->erlang, n) != 0) return 0;
-    return !(f->erlang[n - 1] >= '0' && f->erlang[n - 1] <= '9') || fr->function[n] == '\0';
-}
-
-static int stack_matches(struct filter *f, uint32_t id)
-{
-    if (id >= f->ids) return 0;
-    if (!f->memo[id]) {
-        const uintptr_t *ips;
-        int n = mt_stack_get(id, &ips), library = !f->has_library, function = !f->has_function,
-            erlang = !f->has_erlang;
-        struct mt_frame_info fr[MT_INLINE_MAX];
-        for (int i = 0; i < n && !(library && function && erlang); i++) {
-            /* A library is a path: the symbol tables name it without the cost of DWARF. Inlined
-             * functions' names are DWARF's. */
-            int k = 1;
-            if (f->has_function)
-                k = mt_symbolize_frames(id, ips[i], 1, fr, MT_INLINE_MAX);
-            else
-                fr[0] = mt_symbolize_function(id, ips[i], 0);
-            for (int j = 0; j < k; j++) {
-                library = library || (fr[j].path && strstr(fr[j].path, f->library));
-                function = function ||
-                           (!fr[j].erlang && fr[j].function && strstr(fr[j].function, f->function));
-                erlang = erlang || erlang_matches(f, &fr[j]);
-            }
-        }
-        f->memo[id] = library && function && erlang ? 1 : -1;
-    }
-    return f->memo[id] > 0;
-}
-
-static int wanted(struct filter *f, const struct mt_snapshot *s, const struct mt_record *r)
-{
-    /* A block without a record has no stack, age or mark to be filtered by. */
-    if (r->stack == MT_SNAPSHOT_UNRECORDED)
-        return !f->memo && !f->since_ns && f->max_age_ns == UINT64_MAX && r->size >= f->min_size;
-    uint64_t age = mt_snapshot_age(s, r);
-    return age >= f->min_age_ns && age <= f->max_age_ns && r->time_ns > f->since_ns &&
-           r->size >= f->min_size && (!f->memo || stack_matches(f, r->stack));
-}
-
-/* A string option of the filter, or nil; 0, or -1 for badarg. */
-static int get_text(ErlNifEnv *env, ERL_NIF_TERM term, char *out, size_t cap, int *has)
-{
-    ErlNifBinary bin;
-    *has = !enif_is_identical(term, atom_nil);
-    if (!*has) return 0;
-    if (!enif_inspect_binary(env, term, &bin) || bin.size >= cap || memchr(bin.data, 0, bin.size))
-        return -1;
-    memcpy(out, bin.data, bin.size);
-    out[bin.size] = '\0';
-    return 0;
-}
-
-/* Reads the filter the Elixir side built once for every reader (Mtrace.Options):
- * {min_age_ns, max_age_ns, since_ns, min_size, library | nil, function | nil, erlang | nil}. With
- * a library, a function or an Erlang name, memo is allocated (enif_alloc) and must be freed by
- * the caller. Returns 0, or -1 for badarg. */
-static int get_filter(ErlNifEnv *env, ERL_NIF_TERM term, struct filter *f)
-{
-    const ERL_NIF_TERM *t;
-    int arity;
-    ErlNifUInt64 v[4];
-    f->memo = NULL;
-    if (!enif_get_tuple(env, term, &arity, &t) || arity != 7) return -1;
-    for (int i = 0; i < 4; i++)
-        if (!enif_get_uint64(env, t[i], &v[i])) return -1;
-    f->min_age_ns = v[0];
-    f->max_age_ns = v[1];
-    f->since_ns = v[2];
-    f->min_size = v[3];
-    if (get_text(env, t[4], f->library, sizeof f->library, &f->has_library) != 0 ||
-        get_text(env, t[5], f->function, sizeof f->function, &f->has_function) != 0 ||
-        get_text(env, t[6], f->erlang, sizeof f->erlang, &f->has_erlang) != 0 ||
-        (f->has_erlang && !f->erlang[0]))
-        return -1;
-    if (!f->has_library && !f->has_function && !f->has_erlang) return 0;
-    f->ids = mt_stack_count() + 1;
-    f->memo = enif_alloc(f->ids);
-    if (!f->memo) return -1;
-    memset(f->memo, 0, f->ids);
-    return 0;
-}
-
 static ERL_NIF_TERM make_stack(ErlNifEnv *env, uint32_t id, int demangle)
 {
     const uintptr_t *ips;
@@ -263,14 +136,14 @@ static ERL_NIF_TERM make_stack(ErlNifEnv *env, uint32_t id, int demangle)
 static ERL_NIF_TERM olds(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     ErlNifUInt64 want;
-    struct filter f;
+    struct mt_filter f;
     (void)argc;
     if (!enif_get_uint64(env, argv[0], &want) ||
         !(enif_is_identical(argv[1], atom_true) || enif_is_identical(argv[1], atom_false)) ||
-        get_filter(env, argv[2], &f) != 0)
+        mt_filter_get(env, argv[2], &f) != 0)
         return enif_make_badarg(env);
     if (!mt_active()) {
-        enif_free(f.memo);
+        mt_filter_drop(&f);
         return atom_not_preloaded;
     }
     int demangle = enif_is_identical(argv[1], atom_true);
@@ -278,7 +151,7 @@ static ERL_NIF_TERM olds(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     mt_guard_hold();
     struct mt_snapshot snap;
     if (mt_snapshot_take(&snap, MT_SNAPSHOT_ANY_ORDER) != 0) {
-        enif_free(f.memo);
+        mt_filter_drop(&f);
         mt_guard_release();
         return enif_raise_exception(env, atom_enomem);
     }
@@ -286,7 +159,7 @@ static ERL_NIF_TERM olds(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     o.r = o.cap ? enif_alloc(o.cap * sizeof *o.r) : NULL;
     if (o.cap && !o.r) o.cap = 0;
     for (size_t i = 0; i < snap.n; i++)
-        if (wanted(&f, &snap, &snap.rec[i])) keep_oldest(&o, &snap.rec[i]);
+        if (mt_filter_wants(&f, &snap, &snap.rec[i])) keep_oldest(&o, &snap.rec[i]);
     /* Heap sort in place: each step moves the youngest left to the end, so the array ends oldest
      * first. */
     for (size_t n = o.n; n > 1; n--) {
@@ -314,7 +187,7 @@ static ERL_NIF_TERM olds(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     ERL_NIF_TERM list = enif_make_list_from_array(env, items, (unsigned)o.n);
     enif_free(items);
     enif_free(o.r);
-    enif_free(f.memo);
+    mt_filter_drop(&f);
     mt_snapshot_drop(&snap);
     mt_guard_release();
     return list;
@@ -332,13 +205,13 @@ struct tally {
  * for (account.h), as in reports, so that the sums are estimates of the whole heap. */
 static ERL_NIF_TERM sites(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
-    struct filter f;
+    struct mt_filter f;
     ErlNifUInt64 split;
     (void)argc;
-    if (get_filter(env, argv[0], &f) != 0 || !enif_get_uint64(env, argv[1], &split))
+    if (mt_filter_get(env, argv[0], &f) != 0 || !enif_get_uint64(env, argv[1], &split))
         return enif_make_badarg(env);
     if (!mt_active()) {
-        enif_free(f.memo);
+        mt_filter_drop(&f);
         return atom_not_preloaded;
     }
     mt_guard_hold();
@@ -347,7 +220,7 @@ static ERL_NIF_TERM sites(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     struct tally *t = enif_alloc(ids * sizeof *t);
     if (!t || mt_snapshot_take(&snap, MT_SNAPSHOT_ANY_ORDER) != 0) {
         enif_free(t);
-        enif_free(f.memo);
+        mt_filter_drop(&f);
         mt_guard_release();
         return enif_raise_exception(env, atom_enomem);
     }
@@ -355,7 +228,7 @@ static ERL_NIF_TERM sites(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     size_t n = 0;
     for (size_t i = 0; i < snap.n; i++) {
         const struct mt_record *r = &snap.rec[i];
-        if (r->stack >= ids || !wanted(&f, &snap, r)) continue;
+        if (r->stack >= ids || !mt_filter_wants(&f, &snap, r)) continue;
         struct tally *x = &t[r->stack];
         int after = r->time_ns > split;
         struct mt_weight w = mt_weigh(r);
@@ -384,7 +257,7 @@ static ERL_NIF_TERM sites(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
                             enif_make_list_from_array(env, items, (unsigned)k)};
     enif_free(items);
     enif_free(t);
-    enif_free(f.memo);
+    mt_filter_drop(&f);
     mt_snapshot_drop(&snap);
     mt_guard_release();
     return enif_make_tuple_from_array(env, pair, 2);
@@ -479,21 +352,21 @@ static ERL_NIF_TERM refusal(ErlNifEnv *env, const struct mt_reach *r)
  * record has nil for its stack id and scans, and what describe() says of it for its age. */
 static ERL_NIF_TERM leaks(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
-    struct filter f;
+    struct mt_filter f;
     (void)argc;
-    if (get_filter(env, argv[0], &f) != 0) return enif_make_badarg(env);
+    if (mt_filter_get(env, argv[0], &f) != 0) return enif_make_badarg(env);
     mt_guard_hold();
     struct mt_reach r;
     if (mt_reach_run(&r, 0, 1) != 0) {
         mt_guard_release();
-        enif_free(f.memo);
+        mt_filter_drop(&f);
         return enif_raise_exception(env, atom_enomem);
     }
     ERL_NIF_TERM why = refusal(env, &r);
     if (why) {
         mt_reach_drop(&r);
         mt_guard_release();
-        enif_free(f.memo);
+        mt_filter_drop(&f);
         return why;
     }
     for (size_t i = 0; i < r.missed_frees && i < MT_REACH_MISSED; i++)
@@ -507,7 +380,7 @@ static ERL_NIF_TERM leaks(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         if (r.state[i] == MT_REACH_REACHABLE) {
             kept_bytes += r.snap.rec[i].size;
             kept_blocks++;
-        } else if (wanted(&f, &r.snap, &r.snap.rec[i])) {
+        } else if (mt_filter_wants(&f, &r.snap, &r.snap.rec[i])) {
             lost++;
         }
     }
@@ -516,7 +389,7 @@ static ERL_NIF_TERM leaks(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     size_t k = 0;
     for (size_t i = 0; items && i < r.snap.heap; i++) {
         const struct mt_record *b = &r.snap.rec[i];
-        if (r.state[i] == MT_REACH_REACHABLE || !wanted(&f, &r.snap, b)) continue;
+        if (r.state[i] == MT_REACH_REACHABLE || !mt_filter_wants(&f, &r.snap, b)) continue;
         ERL_NIF_TERM t[6] = {
             enif_make_uint64(env, b->addr),
             enif_make_uint64(env, b->size),
@@ -549,7 +422,7 @@ static ERL_NIF_TERM leaks(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     pair[1] = map_of(env, info, sizeof info / sizeof info[0]);
     pair[0] = enif_make_list_from_array(env, items, (unsigned)k);
     enif_free(items);
-    enif_free(f.memo);
+    mt_filter_drop(&f);
     mt_reach_drop(&r);
     mt_guard_release();
     if (!items) return enif_raise_exception(env, atom_enomem);
