@@ -3,6 +3,26 @@ defmodule Mtrace.Nif do
   # The NIF stubs. priv/mtrace.so is loaded by path, so that a node preloaded with the same file
   # gets the same library (and the same live table) back from dlopen.
 
+  # The filter every reader passes (Mtrace.Options.filter/1, c_src/filter.h): ages and the time
+  # in nanoseconds, a size, then the library, function and Erlang name, each nil when not asked.
+  @type filter ::
+          {non_neg_integer(), non_neg_integer(), non_neg_integer(), non_neg_integer(),
+           String.t() | nil, String.t() | nil, String.t() | nil}
+
+  # A frame of olds/2's stacks: {library path, function or nil}, {:erlang, "'Mod':fun/arity"},
+  # or nil (a library unloaded since).
+  @type name_frame :: {String.t(), String.t() | nil} | {:erlang, String.t()} | nil
+
+  # A function of frames_nif/2: {address, path, name, offset, file, line, inlined, unloaded,
+  # erlang}, inlined ones first.
+  @type frame_info ::
+          {non_neg_integer(), String.t() | nil, String.t() | nil, non_neg_integer() | nil,
+           String.t() | nil, pos_integer() | nil, boolean(), boolean() | :maybe, boolean()}
+
+  # What a reader gets when the table cannot answer (leaks_nif/1, why_nif/1): the rule's reason,
+  # with the walk's refusal; or the node is not preloaded, with why.
+  @type refusal :: {:error, atom(), String.t() | nil} | {:not_preloaded, String.t()}
+
   @on_load :load
   @spec load() :: :ok | {:error, term()}
   def load do
@@ -12,23 +32,31 @@ defmodule Mtrace.Nif do
   @spec library_path() :: Path.t()
   def library_path, do: Path.join(:code.priv_dir(:mtrace), "mtrace.so")
 
-  @spec olds_nif(non_neg_integer(), boolean(), tuple()) :: [tuple()] | :not_preloaded
+  # {age in seconds, size, address, microseconds spent naming it, stack}, oldest first.
+  @spec olds_nif(non_neg_integer(), boolean(), filter()) ::
+          [{float(), non_neg_integer(), non_neg_integer(), non_neg_integer(), [name_frame()]}]
+          | :not_preloaded
   def olds_nif(_n, _demangle, _filter), do: :erlang.nif_error(:not_loaded)
 
-  @spec sites_nif(tuple(), non_neg_integer()) ::
-          {non_neg_integer(), [tuple()]} | :not_preloaded
+  # {now_ns, [{stack_id, bytes_before, blocks_before, bytes_after, blocks_after, oldest_age_ns}]}
+  @spec sites_nif(filter(), non_neg_integer()) ::
+          {non_neg_integer(),
+           [
+             {non_neg_integer(), non_neg_integer(), non_neg_integer(), non_neg_integer(),
+              non_neg_integer(), non_neg_integer()}
+           ]}
+          | :not_preloaded
   def sites_nif(_filter, _split_ns), do: :erlang.nif_error(:not_loaded)
 
-  @spec leaks_nif(tuple()) ::
+  @spec leaks_nif(filter()) ::
           {[
              {non_neg_integer(), non_neg_integer(), non_neg_integer() | term(),
               non_neg_integer() | nil, boolean(), pos_integer() | nil}
            ], map()}
-          | {:error, term(), String.t() | nil}
-          | {:not_preloaded, String.t()}
+          | refusal()
   def leaks_nif(_filter), do: :erlang.nif_error(:not_loaded)
 
-  @spec frames_nif([non_neg_integer()], boolean()) :: [[tuple()]]
+  @spec frames_nif([non_neg_integer()], boolean()) :: [[frame_info()]]
   def frames_nif(_stack_ids, _demangle), do: :erlang.nif_error(:not_loaded)
 
   @spec stats_nif() :: map()
@@ -54,7 +82,6 @@ defmodule Mtrace.Nif do
            ]}
           | nil
           | :not_a_block
-          | {:error, term(), String.t() | nil}
-          | {:not_preloaded, String.t()}
+          | refusal()
   def why_nif(_address), do: :erlang.nif_error(:not_loaded)
 end
