@@ -24,7 +24,7 @@ defmodule Mtrace do
   """
 
   require Logger
-  alias Mtrace.{Mark, Nif, Options, Site, Sites}
+  alias Mtrace.{Cluster, Mark, Nif, Options, Site, Sites}
 
   @coarse_tick_ms 5
 
@@ -185,7 +185,7 @@ defmodule Mtrace do
     opts = Options.validate!(:leaks, "Mtrace.leaks/1", opts)
 
     if opts[:nodes],
-      do: across(:leaks, "Mtrace.leaks/1", opts, fn _node, local -> [local] end),
+      do: Cluster.across(:leaks, "Mtrace.leaks/1", opts, fn _node, local -> [local] end),
       else: opts |> leaks_here() |> elem(0)
   end
 
@@ -456,7 +456,7 @@ defmodule Mtrace do
     opts = Options.validate!(:top, "Mtrace.top/2", opts)
 
     if opts[:nodes],
-      do: across(:top, "Mtrace.top/2", opts, fn _node, local -> [n, local] end),
+      do: Cluster.across(:top, "Mtrace.top/2", opts, fn _node, local -> [n, local] end),
       else: top_here(n, opts)
   end
 
@@ -500,7 +500,7 @@ defmodule Mtrace do
     opts = Options.validate!(:mark, "Mtrace.mark/1", opts)
 
     if opts[:nodes],
-      do: across(:mark, "Mtrace.mark/1", opts, fn _, local -> [local] end),
+      do: Cluster.across(:mark, "Mtrace.mark/1", opts, fn _, local -> [local] end),
       else: mark_here()
   end
 
@@ -549,7 +549,9 @@ defmodule Mtrace do
         diff_here(mark, opts)
 
       {%{} = marks, nodes} when not is_struct(marks) and nodes != nil ->
-        across(:diff, "Mtrace.diff/2", opts, fn node, local -> [Map.get(marks, node), local] end)
+        Cluster.across(:diff, "Mtrace.diff/2", opts, fn node, local ->
+          [Map.get(marks, node), local]
+        end)
 
       _ ->
         raise ArgumentError,
@@ -612,36 +614,6 @@ defmodule Mtrace do
     do: raise(Mtrace.NotPreloadedError, heap_refused: heap_refused)
 
   defp preloaded!(result), do: result
-
-  # A reader on each node of opts[:nodes] over distribution, within opts[:timeout] in all:
-  # %{node => result}, or {:error, reason} for a node that is down (:noconnection), not
-  # preloaded (:not_preloaded), lacks mtrace (:no_mtrace), or did not answer (:timeout).
-  defp across(fun, name, opts, args) do
-    local = Keyword.drop(opts, [:nodes, :timeout])
-    deadline = System.monotonic_time(:millisecond) + opts[:timeout]
-
-    requests =
-      for node <- Enum.uniq(opts[:nodes]) do
-        case args.(node, local) do
-          [nil, _] -> {node, {:error, {:no_mark, name}}}
-          call_args -> {node, :erpc.send_request(node, __MODULE__, fun, call_args)}
-        end
-      end
-
-    Map.new(requests, fn
-      {node, {:error, _} = error} -> {node, error}
-      {node, request} -> {node, response(request, deadline)}
-    end)
-  end
-
-  defp response(request, deadline) do
-    :erpc.receive_response(request, max(deadline - System.monotonic_time(:millisecond), 0))
-  catch
-    :error, {:exception, %Mtrace.NotPreloadedError{}, _} -> {:error, :not_preloaded}
-    :error, {:exception, :undef, [{__MODULE__, _, _, _} | _]} -> {:error, :no_mtrace}
-    :error, {:exception, reason, _} -> {:error, {:exception, reason}}
-    :error, {:erpc, reason} -> {:error, reason}
-  end
 
   @doc """
   Writes sites to `path` in a format that people's own tools open, and returns `:ok` or
@@ -894,7 +866,7 @@ defmodule Mtrace do
     if opts[:nodes],
       do:
         :stats
-        |> across("Mtrace.stats/1", opts, fn _, local -> [local] end)
+        |> Cluster.across("Mtrace.stats/1", opts, fn _, local -> [local] end)
         |> Map.new(fn
           {node, %{preloaded: false}} -> {node, {:error, :not_preloaded}}
           answer -> answer
