@@ -107,7 +107,8 @@ defmodule Mtrace.Test.Report do
           text,
           ~r/^  live at exit without a record \(table full; see MTRACE_SLOTS_MAX\): (\d+) bytes in (\d+) blocks?$/m
         ),
-      reachable: amount(text, ~r/^  still reachable (?:at exit|now): (\d+) bytes in (\d+) blocks?$/m),
+      reachable:
+        amount(text, ~r/^  still reachable (?:at exit|now): (\d+) bytes in (\d+) blocks?$/m),
       unrecorded: number(text, ~r/^  glibc's heap walked: (\d+) live blocks without a record/m),
       peak: number(text, ~r/^  peak live heap(?: \(estimated\))?: (\d+) bytes$/m),
       estimated:
