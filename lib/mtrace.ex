@@ -217,13 +217,8 @@ defmodule Mtrace do
   end
 
   defp leaks_here(opts) do
-    case Nif.leaks_nif(Options.filter(opts)) |> preloaded!() do
-      {:error, reason, heap_refused} ->
-        raise Mtrace.IncompleteError, reason: reason, heap_refused: heap_refused
-
-      {blocks, info} ->
-        {blocks |> lost_sites(opts) |> Sites.matching(opts) |> Sites.by_size(), info}
-    end
+    {blocks, info} = Nif.leaks_nif(Options.filter(opts)) |> complete!()
+    {blocks |> lost_sites(opts) |> Sites.matching(opts) |> Sites.by_size(), info}
   end
 
   # Lost blocks {address, size, age_ns, stack_id, direct, scans} grouped by stack (or one a
@@ -338,10 +333,7 @@ defmodule Mtrace do
   def why(address, opts) do
     opts = Options.validate!(:why, "Mtrace.why/2", opts)
 
-    case Nif.why_nif(address) |> preloaded!() do
-      {:error, reason, heap_refused} ->
-        raise Mtrace.IncompleteError, reason: reason, heap_refused: heap_refused
-
+    case Nif.why_nif(address) |> complete!() do
       :not_a_block ->
         {:error, :not_a_block}
 
@@ -614,6 +606,13 @@ defmodule Mtrace do
     do: raise(Mtrace.NotPreloadedError, heap_refused: heap_refused)
 
   defp preloaded!(result), do: result
+
+  # The answer of a reader that calls blocks lost (leaks/1, why/2), or the lost rule's refusal
+  # (c_src/nif.c's refusal()) raised.
+  defp complete!({:error, reason, heap_refused}),
+    do: raise(Mtrace.IncompleteError, reason: reason, heap_refused: heap_refused)
+
+  defp complete!(result), do: preloaded!(result)
 
   @doc """
   Writes sites to `path` in a format that people's own tools open, and returns `:ok` or
