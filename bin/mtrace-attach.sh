@@ -93,7 +93,8 @@ gdb_free() {
 # dlopen mode: 2 loads it, 6 only finds a copy loaded already, else the preloaded one's entry
 # points are used), and calls its int ENTRY(const char *ARG), or ENTRY(void) when ARG is "-". A
 # result other than 0 is an error: PREFIX, then the gdb string expression WHY (of $h, the
-# library, and $rc, the result). Sets rc to the result, or fails with a line why.
+# library, $rc, the result, and $call_errno, errno as the call left it). Sets rc to the result,
+# or fails with a line why.
 inject() {
   pid=$1
   check_target "$pid"
@@ -147,6 +148,7 @@ $(gdb_string entry "$3")
 $(gdb_free entry)
 $(gdb_string arg "$4")
     set \$rc = $call
+    set \$call_errno = *((int *(*)(void))__errno_location)()
 $(gdb_free arg)
     printf "mtrace-rc %d\\n", \$rc
     if \$rc != 0
@@ -211,7 +213,7 @@ EOF
 
 # The reason for an attach's or a detach's error; a failed report's errno.
 attach_reason='((const char *(*)(int))$dlsym($h, $reason))($rc)'
-errno_text='((char *(*)(int))strerror)(*((int *(*)(void))__errno_location)())'
+errno_text='((char *(*)(int))strerror)($call_errno)'
 
 attach_pid() {
   options=$(env | grep '^MTRACE_[A-Z_]*=' || true)
