@@ -442,6 +442,7 @@ int mt_heap_walk(struct mt_heap *h, const struct mt_maps *maps)
     struct walk *w = mt_mem_map(sizeof *w);
     if (!w) return -1;
     *w = (struct walk){.h = h, .maps = maps, .pid = getpid()};
+    int err = EINVAL;
     const char *why = find_main(w);
     if (why) goto refused;
     main_known = w->main_arena;
@@ -519,6 +520,7 @@ int mt_heap_walk(struct mt_heap *h, const struct mt_maps *maps)
     size_t counted = (size_t)ints[MT_PAR_N_MMAPS / 4];
     if (h->mmapped > counted || h->mmapped_bytes > w->par[MT_PAR_MMAPPED_MEM / 8]) {
         why = mmapped_mismatch(h, counted, w->par[MT_PAR_MMAPPED_MEM / 8]);
+        err = EAGAIN; /* see heap.h: a free between its count and its munmap */
         goto refused;
     }
     h->mmapped_missing = counted - h->mmapped;
@@ -553,10 +555,10 @@ busy:
     errno = EAGAIN;
     return -1;
 refused:
-    h->refused = why;
     mt_mem_unmap(w, sizeof *w);
     mt_heap_drop(h);
     h->refused = why;
+    errno = err;
     return -1;
 }
 

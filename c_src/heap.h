@@ -28,8 +28,11 @@
  *   It reads glibc's structures with process_vm_readv (or, where that is refused, only inside
  *   mappings listed by maps) and chunks inside validated heaps directly. Returns 0 with the
  *   blocks and free chunks sorted by address; -1 with errno EAGAIN when a stopped thread holds
- *   an arena's lock (its structures may be half written: resume and try again); -1 with
- *   h->refused set when the layout does not validate.
+ *   an arena's lock (its structures may be half written: resume and try again), or when more
+ *   mmapped chunks are found than glibc counts (h->refused says so: free lowers the count before
+ *   its munmap, without a lock, so a thread stopped between the two leaves a chunk glibc no
+ *   longer counts; resume and try again); -1 with errno EINVAL and h->refused set when the
+ *   layout does not validate.
  * - mt_heap_drop() releases the arrays; h may then be walked again (a walk starts afresh, its
  *   figures and arrays its own).
  */

@@ -525,7 +525,8 @@ int mt_reach_needs_walk(int after_reset)
 
 /* Stops the world with glibc's arena locks free and its structures whole: a thread stopped
  * inside malloc may have left them half written, and is let go on for a moment (at most
- * WALK_TRIES times while an arena is locked, about 0.5 s in all; a tenth of that while a
+ * WALK_TRIES times while an arena is locked or a free of an mmapped chunk is half done, about
+ * 0.5 s in all; a tenth of that while a
  * structure does not validate, which a walk refused for good also costs). */
 static int stop_and_walk(struct ctx *c, struct mt_world *world, struct mt_heap *heap, int walk)
 {
@@ -537,8 +538,9 @@ static int stop_and_walk(struct ctx *c, struct mt_world *world, struct mt_heap *
             c->r->heap_walked = 1;
             return 0;
         }
-        /* A thread stopped inside malloc may hold an arena's lock (EAGAIN), or have left a
-         * structure half made outside one (an arena being linked into the ring): both pass. */
+        /* A thread stopped inside malloc may hold an arena's lock, or inside free between its
+         * count of an mmapped chunk and its munmap (EAGAIN both), or have left a structure half
+         * made outside a lock (an arena being linked into the ring): all pass. */
         if (tries == (errno == EAGAIN ? WALK_TRIES : WALK_TRIES / 10)) {
             c->r->heap_refused = heap->refused ? heap->refused : "glibc's arenas stayed locked";
             return 0;

@@ -9,6 +9,10 @@
  *
  * With the argument "blocked" the waiting thread blocks every signal, as a program's sigwait
  * thread does: it cannot be stopped, so its whole stack is read.
+ *
+ * With "unmapping" the process exits while an mmapped chunk that glibc no longer counts is still
+ * mapped, as a thread stopped inside free between the count and the munmap leaves it; the chunk
+ * is unmapped UNMAP_MS later, by the waiting thread.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -16,6 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #define NAMED __attribute__((noinline, used))
@@ -29,6 +35,8 @@ static void *kept_static;
 static __thread void *kept_tls;
 static int ready[2];
 static int blocked;
+static void *uncounted;
+enum { UNCOUNTED_BYTES = 1 << 16, UNMAP_MS = 100 };
 
 NAMED static void *keep(size_t n)
 {
@@ -65,6 +73,17 @@ NAMED static void *holder(void *arg)
     char c = 1;
     ssize_t w = write(ready[1], &c, 1);
     (void)w;
+    if (uncounted) {
+        /* the report's stops interrupt the sleep: it ends at its time all the same */
+        struct timespec at;
+        clock_gettime(CLOCK_MONOTONIC, &at);
+        at.tv_nsec += UNMAP_MS * 1000000L;
+        at.tv_sec += at.tv_nsec / 1000000000L;
+        at.tv_nsec %= 1000000000L;
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &at, NULL) != 0)
+            ;
+        munmap(uncounted, UNCOUNTED_BYTES);
+    }
     for (;;)
         pause();
     return held;
@@ -73,6 +92,12 @@ NAMED static void *holder(void *arg)
 int main(int argc, char **argv)
 {
     blocked = argc > 1 && strcmp(argv[1], "blocked") == 0;
+    if (argc > 1 && strcmp(argv[1], "unmapping") == 0) {
+        uncounted =
+            mmap(NULL, UNCOUNTED_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (uncounted == MAP_FAILED) return 1;
+        ((size_t *)uncounted)[1] = UNCOUNTED_BYTES | 2; /* an mmapped chunk's header */
+    }
     kept_static = keep(111);
     kept_tls = keep(222);
     lose_list(4);
