@@ -1,5 +1,6 @@
-/* stack.c: capture (libunwind, a guarded frame-pointer walk, or libunwind continued through the
- * BEAM's JIT frames) and the validated cache of each thread; interning is intern.c's. */
+/* stack.c: capture (the table unwinder of cfi.h with libunwind behind it, a guarded frame-pointer
+ * walk, or libunwind continued through the BEAM's JIT frames) and the validated cache of each
+ * thread; interning is intern.c's. */
 #define _GNU_SOURCE
 #include "stack.h"
 
@@ -19,6 +20,7 @@
 #include <sanitizer/tsan_interface.h>
 #endif
 
+#include "cfi.h"
 #include "mem.h"
 #include "proc.h"
 #include "writer.h"
@@ -327,18 +329,45 @@ __attribute__((noinline)) static int through_erlang(uintptr_t *ips, int max)
     return steps(&cur, ips, slots, max, &t);
 }
 
-/* mt_stack_capture, also telling whether it went on through Erlang frames (the erlang mode). */
-static int capture(uintptr_t hook_ip, uintptr_t *ips, int depth, int *jit)
+/* The libunwind mode's frames: by the table unwinder, or, where it gives up, by libunwind. sps
+ * (each frame's stack pointer) is filled by the table unwinder only; *by_table says which. */
+static int dwarf_backtrace(struct mt_cfi_rows *rows, uintptr_t *ips, uintptr_t *sps, int max,
+                           int *by_table)
 {
-    uintptr_t raw[MT_DEPTH_MAX + OWN_FRAMES_MAX];
-    int want = depth - 1 + OWN_FRAMES_MAX;
-    int got = unwind_mode == MT_UNWIND_FP ? fp_walk(raw, want) : unw_backtrace((void **)raw, want);
+    uintptr_t hi;
+    int n = on_stack((uintptr_t)__builtin_frame_address(0), &hi)
+                ? mt_cfi_backtrace(rows, hi, ips, sps, max)
+                : -1;
+    *by_table = n >= 0;
+    if (n >= 0) return n;
+    pthread_rwlock_rdlock(&unwinding);
+    n = unw_backtrace((void **)ips, max);
+    pthread_rwlock_unlock(&unwinding);
+    return n;
+}
+
+/* mt_stack_capture, also telling whether it went on through Erlang frames (the erlang mode). */
+static int capture(uintptr_t hook_ip, uintptr_t *ips, int depth, int *jit, struct mt_cfi_rows *rows)
+{
+    uintptr_t raw[MT_DEPTH_MAX + OWN_FRAMES_MAX], sps[MT_DEPTH_MAX + OWN_FRAMES_MAX];
+    int want = depth - 1 + OWN_FRAMES_MAX, got, by_table = 0;
+    if (unwind_mode == MT_UNWIND_FP) {
+        got = fp_walk(raw, want);
+    } else if (unwind_mode == MT_UNWIND_LIBUNWIND) {
+        got = dwarf_backtrace(rows, raw, sps, want, &by_table);
+    } else {
+        pthread_rwlock_rdlock(&unwinding);
+        got = unw_backtrace((void **)raw, want);
+        pthread_rwlock_unlock(&unwinding);
+    }
     /* Only a stack that reaches JIT code pays for the step-by-step walk. */
     *jit = unwind_mode == MT_UNWIND_ERLANG && got > 0 && got < want && !in_object(raw[got - 1]) &&
            mt_stack_perf_map();
     if (*jit) {
         uintptr_t longer[MT_DEPTH_MAX + OWN_FRAMES_MAX];
+        pthread_rwlock_rdlock(&unwinding);
         int n = through_erlang(longer, want);
+        pthread_rwlock_unlock(&unwinding);
         if (n > got) {
             memcpy(raw, longer, (size_t)n * sizeof *raw);
             got = n;
@@ -357,7 +386,7 @@ static int capture(uintptr_t hook_ip, uintptr_t *ips, int depth, int *jit)
 int mt_stack_capture(uintptr_t hook_ip, uintptr_t *ips, int depth)
 {
     int jit;
-    return capture(hook_ip, ips, depth, &jit);
+    return capture(hook_ip, ips, depth, &jit, NULL);
 }
 
 /* The validated cache. An entry remembers, for one call site, the interned stack and, for each of
@@ -391,6 +420,7 @@ struct entry {
 
 struct mt_stack_cache {
     size_t stride;
+    struct mt_cfi_rows *rows; /* the table unwinder's, after the entries */
     char entries[];
 };
 
@@ -403,14 +433,17 @@ static size_t checks_max(void)
 static size_t cache_bytes(size_t *stride)
 {
     *stride = sizeof(struct entry) + sizeof(struct check) * checks_max();
-    return sizeof(struct mt_stack_cache) + CACHE_ENTRIES * *stride;
+    return sizeof(struct mt_stack_cache) + CACHE_ENTRIES * *stride + mt_cfi_rows_bytes();
 }
 
 struct mt_stack_cache *mt_stack_cache_new(void)
 {
     size_t stride, bytes = cache_bytes(&stride);
     struct mt_stack_cache *c = mt_mem_reserve(bytes);
-    if (c) c->stride = stride;
+    if (c) {
+        c->stride = stride;
+        c->rows = (struct mt_cfi_rows *)(c->entries + CACHE_ENTRIES * stride);
+    }
     return c;
 }
 
@@ -439,12 +472,32 @@ static inline int still_valid(const struct entry *e, const struct mt_site *site)
     return 1;
 }
 
+/* The libunwind mode's walk by the table unwinder: the frames after the hook caller's, each with
+ * the stack address of its return address (its CFA less 8). Returns how many, or -1 when the table
+ * unwinder gave up or never met the caller's frame. */
+static int table_walk(const struct mt_site *site, struct mt_cfi_rows *rows, uintptr_t *ips,
+                      uintptr_t *slots, int max)
+{
+    uintptr_t raw[MT_DEPTH_MAX + OWN_FRAMES_MAX + 2], sps[MT_DEPTH_MAX + OWN_FRAMES_MAX + 2], hi;
+    if (!on_stack((uintptr_t)__builtin_frame_address(0), &hi)) return -1;
+    int got = mt_cfi_backtrace(rows, hi, raw, sps, max + OWN_FRAMES_MAX + 2), k = 0;
+    while (k < got && sps[k] != site->sp)
+        k++;
+    if (k == got || raw[k] != site->ret) return -1;
+    int n = 0;
+    for (k++; k < got && n < max; k++) {
+        ips[n] = raw[k];
+        slots[n++] = sps[k] - sizeof(uintptr_t);
+    }
+    return n;
+}
+
 /* Walks from the hook caller's frame outwards, writing frames and the stack address of each
  * return address (of an Erlang frame: its fp, the tail saying where those start). Returns the
- * number of frames, or 0 when no frame had the caller's stack pointer (then the caller uses
- * mt_stack_capture). */
+ * number of frames, or 0 when no frame had the caller's stack pointer, or when only libunwind's
+ * step-by-step walk could tell and slow is 0 (then the caller uses mt_stack_capture). */
 static int walk(const struct mt_site *site, uintptr_t *ips, uintptr_t *slots, int max,
-                struct erlang_tail *t)
+                struct erlang_tail *t, struct mt_cfi_rows *rows, int slow)
 {
     int n = 2;
     ips[0] = site->hook_ip;
@@ -463,17 +516,27 @@ static int walk(const struct mt_site *site, uintptr_t *ips, uintptr_t *slots, in
         if (fp[1] != site->ret) return 0;
         return n + fp_chain((const uintptr_t *)fp[0], site->sp, hi, ips + n, slots + n, max - n);
     }
+    if (unwind_mode == MT_UNWIND_LIBUNWIND) {
+        int got = table_walk(site, rows, ips + n, slots + n, max - n);
+        if (got >= 0) return n + got;
+    }
+    if (!slow) return 0;
     unw_context_t uc;
     unw_cursor_t cur;
     unw_word_t sp;
-    if (unw_getcontext(&uc) != 0 || unw_init_local(&cur, &uc) != 0) return 0;
+    pthread_rwlock_rdlock(&unwinding);
+    if (unw_getcontext(&uc) != 0 || unw_init_local(&cur, &uc) != 0) goto none;
     do {
         if (unw_step(&cur) <= 0 || unw_get_reg(&cur, UNW_REG_SP, &sp) != 0 || sp > site->sp)
-            return 0;
+            goto none;
     } while (sp != site->sp);
     n += steps(&cur, ips + n, slots + n, max - n, t);
+    pthread_rwlock_unlock(&unwinding);
     if (t->first) t->first += 2;
     return n;
+none:
+    pthread_rwlock_unlock(&unwinding);
+    return 0;
 }
 
 /* libunwind's exact walk (a step at a time, for the slots) costs tens of unw_backtrace calls, so
@@ -523,27 +586,33 @@ static int fill_checks(struct entry *e, const struct mt_site *site, uintptr_t hi
     return c;
 }
 
-static uint32_t unwind(struct entry *e, const struct mt_site *site, uintptr_t hi)
+/* exact: the walk that gives the slots is to be tried; slow: libunwind's may serve for it. The
+ * table unwinder's walk is as cheap as a capture, and is tried at every miss; where it gives up,
+ * the entry waits for WALK_AFTER misses as under libunwind alone. */
+static uint32_t unwind(struct entry *e, const struct mt_site *site, uintptr_t hi,
+                       struct mt_cfi_rows *rows)
 {
-    int exact = 0;
+    int exact = 0, slow = 0;
     if (e && same_key(e, site)) {
         if (e->n != UNCHECKABLE) e->n = 0;
         if (e->seen < WALK_AFTER) e->seen++;
-        exact =
-            e->n != UNCHECKABLE && (unwind_mode == MT_UNWIND_FP || e->jit || e->seen == WALK_AFTER);
+        slow = unwind_mode == MT_UNWIND_FP || e->jit || e->seen == WALK_AFTER;
+        exact = e->n != UNCHECKABLE && (slow || unwind_mode == MT_UNWIND_LIBUNWIND);
     } else if (e) {
         *e = (struct entry){.sp = site->sp, .ret = site->ret, .hook_ip = site->hook_ip, .seen = 1};
-        exact = unwind_mode == MT_UNWIND_FP;
+        slow = unwind_mode == MT_UNWIND_FP;
+        exact = slow || unwind_mode == MT_UNWIND_LIBUNWIND;
     }
 
     uintptr_t ips[MT_DEPTH_MAX], slots[MT_DEPTH_MAX];
-    struct erlang_tail tail;
+    struct erlang_tail tail = {0, 0, 0};
     int n = 0, jit = 0;
-    if (unwind_mode != MT_UNWIND_FP) pthread_rwlock_rdlock(&unwinding);
-    if (exact) n = walk(site, ips, slots, depth_max, &tail);
+    if (exact) {
+        n = walk(site, ips, slots, depth_max, &tail, rows, slow);
+        if (!n && !slow) exact = 0; /* undecided: the table unwinder gave up */
+    }
     int checkable = n > 0;
-    if (!checkable) n = capture(site->hook_ip, ips, depth_max, &jit);
-    if (unwind_mode != MT_UNWIND_FP) pthread_rwlock_unlock(&unwinding);
+    if (!checkable) n = capture(site->hook_ip, ips, depth_max, &jit, rows);
 
     uint32_t id = mt_stack_intern(ips, n);
     if (!e || !id) return id;
@@ -561,10 +630,10 @@ static uint32_t unwind(struct entry *e, const struct mt_site *site, uintptr_t hi
  * The unwinders may set errno (a failed read of a doubtful address): it is kept for the program
  * here, the only place on the hook path that can change it. */
 __attribute__((noinline)) static uint32_t miss(struct entry *e, const struct mt_site *site,
-                                               uintptr_t hi)
+                                               uintptr_t hi, struct mt_cfi_rows *rows)
 {
     int saved_errno = errno;
-    uint32_t id = unwind(e, site, hi);
+    uint32_t id = unwind(e, site, hi, rows);
     errno = saved_errno;
     return id;
 }
@@ -575,7 +644,7 @@ uint32_t mt_stack_id(struct mt_stack_cache *c, const struct mt_site *at)
     uintptr_t hi = 0;
     struct entry *e = c && on_stack(site->sp, &hi) ? slot_for(c, site) : NULL;
     if (e && e->n && e->n != UNCHECKABLE && still_valid(e, site)) return e->id;
-    return miss(e, site, hi);
+    return miss(e, site, hi, c ? c->rows : NULL);
 }
 
 /* libunwind's step takes mutexes of its own: a child forked while another thread held one would

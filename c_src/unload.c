@@ -11,6 +11,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 
+#include "cfi.h"
 #include "recorder.h"
 #include "symbols.h"
 
@@ -20,6 +21,7 @@ static void walk_modules(void)
 {
     int e = errno;
     mt_guard_hold();
+    mt_cfi_unloading();
     mt_symbols_unloading();
     mt_guard_release();
     errno = e;

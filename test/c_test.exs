@@ -1,8 +1,9 @@
 defmodule Mtrace.CTest do
   # The C-level tests of test/c run as plain programs, without LD_PRELOAD: the recorder, table and
   # interning (torn reads, growth under four threads, a capped full table, fork under churn), the
-  # symbolizer (ELF parsing, demangling, malformed files, lookups from four threads) and reports
-  # written while four threads allocate (each whole, its totals within bounds, then exact).
+  # symbolizer (ELF parsing, demangling, malformed files, lookups from four threads), reports
+  # written while four threads allocate (each whole, its totals within bounds, then exact), the
+  # heap walker, and the table unwinder against libunwind, frame for frame.
   use ExUnit.Case, async: true
 
   @dir Path.expand("c", __DIR__)
@@ -30,7 +31,9 @@ defmodule Mtrace.CTest do
         {"report_test_asan", [], 5},
         {"report_test_tsan", [{"MTRACE_UNWIND", "fp"}], 5},
         {"heap_test", [], 17},
-        {"heap_test_ubsan", [], 17}
+        {"heap_test_ubsan", [], 17},
+        {"cfi_test", [], 4},
+        {"cfi_test_asan", [], 4}
       ] do
     # One to two minutes on a loaded machine (100 s at load 17, when its limit was 100 s), and
     # ten of them run at once: `bin/test --exclude slow` skips the slowest, CI never does.

@@ -1,0 +1,46 @@
+/* cfi.h: the table unwinder. Steps through this thread's stack with the call frame information of
+ * each loaded object (.eh_frame, found through .eh_frame_hdr's sorted table), keeping for each
+ * return address the few rules a step on x86-64 needs: where the CFA is (RSP or RBP plus an
+ * offset), where the return address and the caller's RBP were saved. A step is then a look-up and
+ * two loads: no system call, no lock, no signal mask, where libunwind's unw_backtrace takes its
+ * locks and, on each new address, walks the loaded objects.
+ *
+ * It gives up, rather than guess, on what its rules cannot say (a CFA on another register or an
+ * expression, a signal frame, a register rule it does not keep, a 64-bit .eh_frame, a table
+ * encoded otherwise than gcc and clang write it) and on any read outside this thread's own stack:
+ * the caller then unwinds with libunwind, which guards its reads. At an address in no object (JIT
+ * code) libunwind ends the stack unless RBP is at most 16 KiB above the stack pointer, and then
+ * guesses a frame along it: the table unwinder ends it in the same cases and gives up in the
+ * others, as at an address its object has no rules for. So its stacks are libunwind's, frame for
+ * frame (but for code in no object that reads, at a return address, as a signal return or a PLT
+ * stub, which libunwind would take as one).
+ *
+ * Contract
+ * - mt_cfi_backtrace() runs on the hook path of the calling thread: no malloc, no lock, no system
+ *   call; it reads .eh_frame of objects found by _dl_find_object (lock-free in glibc 2.35 and
+ *   later) and words of the thread's own stack in [its stack pointer, top).
+ * - rows is the thread's own cache of rules by return address (mt_cfi_rows_bytes() bytes, zeroed
+ *   or left by earlier calls of the same thread); NULL looks every address up afresh.
+ * - Returns the number of frames written (ips: the return addresses from the caller of
+ *   mt_cfi_backtrace outwards; sps: each frame's stack pointer after the return, i.e. its CFA), or
+ *   -1 when a frame could not be stepped by these rules (nothing then is to be used).
+ */
+#ifndef MTRACE_CFI_H
+#define MTRACE_CFI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct mt_cfi_rows;
+
+size_t mt_cfi_rows_bytes(void);
+
+/* Called before and after each dlclose the program makes (unload.c): a thread's rows are dropped
+ * at its next walk, since another object may come to the addresses of the one unloaded. The
+ * loader's own unloads (glibc's gconv and NSS modules) are not seen. Any thread, no allocation. */
+void mt_cfi_unloading(void);
+
+int mt_cfi_backtrace(struct mt_cfi_rows *rows, uintptr_t stack_hi, uintptr_t *ips, uintptr_t *sps,
+                     int max);
+
+#endif
