@@ -5,10 +5,10 @@ WARN = -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 # Frame pointers in the tracer's own frames keep the frame-pointer unwinding mode sound.
 ALL_CFLAGS = -std=gnu11 -O2 -g -fPIC -fvisibility=hidden -fno-semantic-interposition \
 	-fno-omit-frame-pointer $(WARN) $(ERL_CFLAGS) $(UNWIND_CFLAGS) $(DW_CFLAGS) $(CFLAGS)
-OBJS = config.o mem.o proc.o table.o intern.o cfi.o stack.o recorder.o hooks.o attach.o symbols.o \
+OBJS = config.o mem.o proc.o table.o intern.o cfi.o beam_frames.o stack.o recorder.o hooks.o attach.o symbols.o \
 	symbols_elf.o symbols_dwarf.o symbols_perf.o unload.o filter.o nif.o writer.o report.o csv.o \
 	service.o api.o snapshot.o world.o reach.o heap.o
-HDRS = cfi.h config.h filter.h heap.h nif_api.h hooklist.h hooks.h attach.h platform.h sort.h mem.h \
+HDRS = beam_frames.h cfi.h config.h filter.h heap.h nif_api.h hooklist.h hooks.h attach.h platform.h sort.h mem.h \
 	proc.h snapshot.h world.h reach.h table.h intern.h stack.h recorder.h symbols.h \
 	symbols_backend.h account.h writer.h report.h csv.h \
 	service.h

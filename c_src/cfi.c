@@ -10,7 +10,8 @@
 #include <dlfcn.h>
 #include <string.h>
 
-enum { REG_RBP = 6, REG_RSP = 7, REG_RA = 16 };
+#include "platform.h"
+
 enum { DW_EH_PE_omit = 0xff, DW_EH_PE_indirect = 0x80 };
 
 /* What a row says of a frame. */
@@ -233,7 +234,7 @@ static int parse_cie(const uint8_t *p, struct cie *c)
 
 static void set_rule(struct state *s, uint64_t reg, uint8_t rule, int64_t off, uint64_t ra_reg)
 {
-    if (reg == REG_RBP) {
+    if (reg == MT_DWARF_RBP) {
         s->rbp = rule;
         s->rbp_off = off;
     } else if (reg == ra_reg) {
@@ -244,7 +245,7 @@ static void set_rule(struct state *s, uint64_t reg, uint8_t rule, int64_t off, u
 
 static void restore_rule(struct state *s, uint64_t reg, const struct state *init, uint64_t ra_reg)
 {
-    if (reg == REG_RBP) {
+    if (reg == MT_DWARF_RBP) {
         s->rbp = init->rbp;
         s->rbp_off = init->rbp_off;
     } else if (reg == ra_reg) {
@@ -439,11 +440,11 @@ static struct row find_row(uintptr_t pc)
         encoded(&p, fde_end, c.fde_enc & 0x0f, 0, &range) != 0 || at < begin || at - begin >= range)
         return r;
     if (c.augmented) p += uleb(&p, fde_end);
-    struct state init = {.cfa_reg = REG_RSP, .rbp = R_SAME, .ra = R_SAME}, s;
+    struct state init = {.cfa_reg = MT_DWARF_RSP, .rbp = R_SAME, .ra = R_SAME}, s;
     if (run(c.insns, c.end, begin, (uintptr_t)-1, &c, &init, NULL) != 0) return r;
     s = init;
     if (run(p, fde_end, begin, at, &c, &s, &init) != 0) return r;
-    if (s.cfa_other || (s.cfa_reg != REG_RSP && s.cfa_reg != REG_RBP) ||
+    if (s.cfa_other || (s.cfa_reg != MT_DWARF_RSP && s.cfa_reg != MT_DWARF_RBP) ||
         !fits(s.cfa_off, INT32_MIN, INT32_MAX))
         return r;
     if (s.ra == R_UNDEF) {
@@ -459,7 +460,7 @@ static struct row find_row(uintptr_t pc)
                                         [R_UNDEF] = RBP_END,
                                         [R_OTHER] = RBP_LOST};
     r.how = HOW_STEP;
-    r.cfa_on_rbp = s.cfa_reg == REG_RBP;
+    r.cfa_on_rbp = s.cfa_reg == MT_DWARF_RBP;
     r.cfa_off = (int32_t)s.cfa_off;
     r.ra_off = (int16_t)s.ra_off;
     r.rbp_rule = rbp_rules[s.rbp];

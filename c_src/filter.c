@@ -13,8 +13,9 @@ static int erlang_matches(const struct mt_filter *f, const struct mt_frame_info 
     return !(f->erlang[n - 1] >= '0' && f->erlang[n - 1] <= '9') || fr->function[n] == '\0';
 }
 
-static int stack_matches(struct mt_filter *f, uint32_t id)
+int mt_filter_stack(struct mt_filter *f, uint32_t id)
 {
+    if (!f->memo) return 1;
     if (id >= f->ids) return 0;
     if (!f->memo[id]) {
         const uintptr_t *ips;
@@ -48,7 +49,7 @@ int mt_filter_wants(struct mt_filter *f, const struct mt_snapshot *s, const stru
         return !f->memo && !f->since_ns && f->max_age_ns == UINT64_MAX && r->size >= f->min_size;
     uint64_t age = mt_snapshot_age(s, r);
     return age >= f->min_age_ns && age <= f->max_age_ns && r->time_ns > f->since_ns &&
-           r->size >= f->min_size && (!f->memo || stack_matches(f, r->stack));
+           r->size >= f->min_size && mt_filter_stack(f, r->stack);
 }
 
 /* A string option of the filter, or nil; 0, or -1 for badarg. */

@@ -37,6 +37,9 @@ struct mt_filter {
 
 int mt_filter_get(ErlNifEnv *env, ERL_NIF_TERM term, struct mt_filter *f);
 int mt_filter_wants(struct mt_filter *f, const struct mt_snapshot *s, const struct mt_record *r);
+/* Whether stack id passes the filter's library, function and erlang (1 when it has none): the one
+ * test of them, also for stacks no record holds now (diff/2's marked ones). */
+int mt_filter_stack(struct mt_filter *f, uint32_t id);
 void mt_filter_drop(struct mt_filter *f);
 
 #endif

@@ -16,6 +16,7 @@
 
 #include "account.h"
 #include "attach.h"
+#include "beam_frames.h"
 #include "config.h"
 #include "filter.h"
 #include "hooks.h"
@@ -691,6 +692,35 @@ static ERL_NIF_TERM heap_census(ErlNifEnv *env, int argc, const ERL_NIF_TERM arg
     return enif_make_tuple_from_array(env, pair, 2);
 }
 
+/* stacks_matching(filter, ids) -> the ids (in their order) whose stacks pass the filter's library,
+ * function and erlang: diff/2's test of the stacks its mark holds and no record does now. */
+static ERL_NIF_TERM stacks_matching(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    struct mt_filter f;
+    ERL_NIF_TERM list = argv[1], head, *out;
+    unsigned len, n = 0;
+    (void)argc;
+    if (!enif_get_list_length(env, list, &len) || mt_filter_get(env, argv[0], &f) != 0)
+        return enif_make_badarg(env);
+    mt_guard_hold();
+    if (!(out = enif_alloc((len ? len : 1) * sizeof *out))) {
+        mt_guard_release();
+        mt_filter_drop(&f);
+        return enif_raise_exception(env, atom_enomem);
+    }
+    int bad = 0;
+    while (enif_get_list_cell(env, list, &head, &list)) {
+        ErlNifUInt64 id;
+        if ((bad = !enif_get_uint64(env, head, &id) || id > mt_stack_count())) break;
+        if (mt_filter_stack(&f, (uint32_t)id)) out[n++] = head;
+    }
+    ERL_NIF_TERM result = bad ? enif_make_badarg(env) : enif_make_list_from_array(env, out, n);
+    enif_free(out);
+    mt_guard_release();
+    mt_filter_drop(&f);
+    return result;
+}
+
 /* frames(stack_ids, demangle) -> one list per id of {address, path | nil, name | nil,
  * offset | nil, file | nil, line | nil, inlined, unloaded, erlang}, a tuple per function (inlined
  * ones first, with their caller's address); unloaded is false, true, or maybe (symbols.h's
@@ -821,7 +851,7 @@ static ERL_NIF_TERM stats(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     /* For stats/0's erlang_frames, which the Elixir side derives and removes; looked at only in
      * the mode that follows the map. */
     PUT("perf_map",
-        mt_config.unwind == MT_UNWIND_ERLANG && mt_stack_perf_map() ? atom_true : atom_false);
+        mt_config.unwind == MT_UNWIND_ERLANG && mt_beam_perf_map() ? atom_true : atom_false);
     PUT("unwind", enif_make_atom(env, mt_config.unwind == MT_UNWIND_FP       ? "fp"
                                       : mt_config.unwind == MT_UNWIND_ERLANG ? "erlang"
                                                                              : "libunwind"));
@@ -939,6 +969,7 @@ static ErlNifFunc funcs[] = {
     {"sites_nif", 2, sites, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"leaks_nif", 1, leaks, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"frames_nif", 2, frames, ERL_NIF_DIRTY_JOB_CPU_BOUND},
+    {"stacks_matching_nif", 2, stacks_matching, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"stats_nif", 0, stats, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"reset_nif", 0, reset, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"heap_nif", 0, heap_census, ERL_NIF_DIRTY_JOB_CPU_BOUND},

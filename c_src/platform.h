@@ -18,6 +18,9 @@
  * glibc 2.35 to 2.41; the static TLS blocks lie below it. */
 #define MT_TCB_BYTES 2304
 #define MT_MADV_POPULATE_WRITE 23 /* Linux 5.14; older kernels answer EINVAL */
+/* DWARF's numbers of the two registers a step through x86-64 frames needs (the psABI's table). */
+#define MT_DWARF_RBP 6
+#define MT_DWARF_RSP 7
 
 /* glibc's malloc (ptmalloc2) on 64-bit: the versions whose layout is below (checked on 2.36 and
  * 2.41, Debian 12 and 13). 2.35 gave heap_info its pagesize field; 2.42 moved the tcache out of

@@ -1,14 +1,14 @@
 /* proc.h: reading /proc without malloc or stdio: a directory's entries, a status file's field,
- * and the process's mappings.
+ * and the process's mappings; and reading the process's own memory where it may be unmapped.
  *
  * The world stop lists /proc/self/task and reads each thread's status, reach reads the process's
  * status, and the stack unwinder looks through /proc/self/fd from inside an allocation hook: none
  * of them may allocate, take a lock or use stdio (a stopped thread may hold any of them).
  *
  * Contract
- * - Any thread, the hook path and a stopped world included: open, read, getdents64, close,
- *   on buffers of the stack or the caller's (the mappings: in mtrace's own memory, mem.h). No
- *   malloc, no lock, no stdio.
+ * - Any thread, the hook path and a stopped world included: open, read, getdents64, close and
+ *   process_vm_readv, on buffers of the stack or the caller's (the mappings: in mtrace's own
+ *   memory, mem.h). No malloc, no lock, no stdio.
  * - Each returns what it says below; errno is set only where it says so.
  */
 #ifndef MTRACE_PROC_H
@@ -16,6 +16,12 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* Copies len bytes at addr of this process's memory into buf with process_vm_readv: 0, or -1
+ * when any of them is not mapped readable (an unmapped word fails, never faults). The pid is
+ * kept from the first call; mt_proc_forked() forgets it in a forked child. */
+int mt_proc_read(uintptr_t addr, void *buf, size_t len);
+void mt_proc_forked(void);
 
 /* Calls fn(dir_fd, name, arg) for each entry of the directory at path ("." and ".." included),
  * until fn returns nonzero; dir_fd is the directory, open until mt_proc_each returns, for the

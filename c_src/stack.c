@@ -4,14 +4,10 @@
 #define _GNU_SOURCE
 #include "stack.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <link.h>
 #include <pthread.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <sys/uio.h>
-#include <unistd.h>
 
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
@@ -20,10 +16,10 @@
 #include <sanitizer/tsan_interface.h>
 #endif
 
+#include "beam_frames.h"
 #include "cfi.h"
 #include "mem.h"
 #include "proc.h"
-#include "writer.h"
 
 static enum mt_unwind unwind_mode;
 static int depth_max;
@@ -35,7 +31,6 @@ static struct range {
 
 extern void *__libc_stack_end;
 static pthread_rwlock_t unwinding = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
-static pid_t self_pid; /* for process_vm_readv, without a getpid system call a read */
 
 static __thread uintptr_t stack_lo __attribute__((tls_model("initial-exec")));
 static __thread uintptr_t stack_hi __attribute__((tls_model("initial-exec")));
@@ -116,15 +111,6 @@ static inline int on_stack(uintptr_t sp, uintptr_t *hi)
 extern unw_accessors_t *_Ux86_64_get_accessors(unw_addr_space_t);
 static int (*libunwind_access_mem)(unw_addr_space_t, unw_word_t, unw_word_t *, int, void *);
 
-/* Copies len bytes at addr into buf; 0, or -1 when any of them is not mapped readable. */
-static int guarded_read(uintptr_t addr, void *buf, size_t len)
-{
-    struct iovec local = {buf, len}, remote = {(void *)addr, len};
-    return syscall(SYS_process_vm_readv, self_pid, &local, 1UL, &remote, 1UL, 0UL) == (long)len
-               ? 0
-               : -1;
-}
-
 static int safe_access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int write,
                            void *arg)
 {
@@ -134,14 +120,13 @@ static int safe_access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val
         *val = *(const unw_word_t *)addr;
         return 0;
     }
-    return guarded_read(addr, val, sizeof *val) == 0 ? 0 : -UNW_EINVAL;
+    return mt_proc_read(addr, val, sizeof *val) == 0 ? 0 : -UNW_EINVAL;
 }
 
 int mt_stack_init(size_t cap, int depth, enum mt_unwind mode)
 {
     unwind_mode = mode;
     depth_max = depth;
-    self_pid = (pid_t)syscall(SYS_getpid);
     if (mt_intern_init(cap, depth) != 0) return -1;
     text_of((const void *)mt_stack_capture, &own[0]);
     text_of((const void *)unw_backtrace, &own[1]);
@@ -190,74 +175,6 @@ static int fp_walk(uintptr_t *buf, int max)
 
 #define OWN_FRAMES_MAX 16
 
-/* The erlang mode. The BEAM's JIT code lies in no loaded object; started with +JPperf map, the
- * JIT keeps frame pointers ([fp] the caller's fp, [fp + 8] the return address into it, 0 past the
- * outermost frame) and writes /tmp/perf-<pid>.map. DWARF unwinding stops at the first JIT frame:
- * the unwind goes on from the RBP libunwind restored for that frame, along the chain. Erlang
- * frames lie on the process's own stack, in the VM's carriers, so every word of the chain is
- * read through guarded_read, a window at a time, and each step is checked: aligned, outwards by
- * less than STEP_MAX, a return address in no loaded object. */
-#define STEP_MAX ((uintptr_t)1 << 20)
-#define USER_TOP ((uintptr_t)1 << 47)
-
-static inline int in_object(uintptr_t ip)
-{
-    struct dl_find_object found;
-    return _dl_find_object((void *)ip, &found) == 0;
-}
-
-/* Whether the BEAM writes the perf map (1), does not (-1), or not looked at yet (0). Without it
- * the JIT keeps no frame pointers and RBP holds anything: the chain is not followed. The BEAM
- * opens the file as its JIT starts, before any NIF runs, and keeps it open: a file of the same
- * name that this process does not hold was left by an earlier process of the same pid. */
-static int perf_map;
-
-static int names_path(int dir_fd, const char *name, void *path)
-{
-    char target[64];
-    ssize_t len = readlinkat(dir_fd, name, target, sizeof target - 1);
-    if (len <= 0) return 0;
-    target[len] = '\0';
-    return strcmp(target, path) == 0;
-}
-
-int mt_stack_perf_map(void)
-{
-    int state = __atomic_load_n(&perf_map, __ATOMIC_RELAXED);
-    if (!state) {
-        /* Whether one of this process's descriptors is the map (this may run inside a hook). */
-        char path[64];
-        state = mt_path_expand("/tmp/perf-%p.map", "", 0, path, sizeof path) == 0 &&
-                        mt_proc_each("/proc/self/fd", names_path, path) > 0
-                    ? 1
-                    : -1;
-        __atomic_store_n(&perf_map, state, __ATOMIC_RELAXED);
-    }
-    return state > 0;
-}
-
-/* A copy of the chain's memory, refilled when a frame lies outside it. */
-struct window {
-    uintptr_t lo, hi;
-    uintptr_t words[32];
-};
-
-/* The link and return address of the frame at fp; 0, or -1 when they cannot be read. */
-static int chain_link(struct window *win, uintptr_t fp, uintptr_t out[2])
-{
-    if (fp < win->lo || fp + 16 > win->hi) {
-        size_t len = sizeof win->words, to_page = ((fp | 4095) + 1) - fp;
-        if (to_page >= 16 && to_page < len) len = to_page; /* no read past a page for nothing */
-        if (guarded_read(fp, win->words, len) != 0) return -1;
-        win->lo = fp;
-        win->hi = fp + len;
-    }
-    const uintptr_t *at = &win->words[(fp - win->lo) / sizeof(uintptr_t)];
-    out[0] = at[0];
-    out[1] = at[1];
-    return 0;
-}
-
 /* Where the Erlang frames of a walk start (ips[first], 0: none), where the JIT frame's RBP was
  * saved on the thread's stack (0: not in memory), and whether the chain ended at a link of 0. */
 struct erlang_tail {
@@ -266,8 +183,8 @@ struct erlang_tail {
     int closed;
 };
 
-/* From the cursor's frame, whose ip is in JIT code: follows the chain from its RBP, writing each
- * return address to ips and its frame's fp to fps, at most max; returns how many. */
+/* From the cursor's frame, whose ip is in JIT code: the chain from its RBP (beam_frames.h),
+ * writing each return address to ips and its frame's fp to fps, at most max; returns how many. */
 static int erlang_chain(unw_cursor_t *cur, uintptr_t *ips, uintptr_t *fps, int max,
                         struct erlang_tail *t)
 {
@@ -276,24 +193,10 @@ static int erlang_chain(unw_cursor_t *cur, uintptr_t *ips, uintptr_t *fps, int m
     t->closed = 0;
     t->saved_at = 0;
     /* The registers are read before any further step: a failed step leaves the cursor broken. */
-    if (!mt_stack_perf_map() || unw_get_reg(cur, UNW_X86_64_RBP, &fp) != 0) return 0;
+    if (!mt_beam_perf_map() || unw_get_reg(cur, UNW_X86_64_RBP, &fp) != 0) return 0;
     if (unw_get_save_loc(cur, UNW_X86_64_RBP, &loc) == 0 && loc.type == UNW_SLT_MEMORY)
         t->saved_at = loc.u.addr;
-    struct window win = {0, 0, {0}};
-    uintptr_t link[2];
-    int n = 0;
-    while (n < max && fp && !(fp & 7) && fp < USER_TOP && chain_link(&win, fp, link) == 0 &&
-           link[1] >= 4096 && !in_object(link[1])) {
-        ips[n] = link[1];
-        fps[n++] = fp;
-        if (!link[0]) {
-            t->closed = 1;
-            break;
-        }
-        if (link[0] <= fp || link[0] - fp > STEP_MAX) break;
-        fp = link[0];
-    }
-    return n;
+    return mt_beam_chain(fp, ips, fps, max, &t->closed);
 }
 
 /* Steps the cursor outwards, writing each frame's ip and the stack address of its return address
@@ -309,7 +212,7 @@ static int steps(unw_cursor_t *cur, uintptr_t *ips, uintptr_t *slots, int max,
            unw_get_reg(cur, UNW_REG_SP, &sp) == 0 && ip != 0) {
         ips[n] = ip;
         slots[n++] = sp - sizeof(uintptr_t);
-        if (unwind_mode == MT_UNWIND_ERLANG && !in_object(ip)) {
+        if (unwind_mode == MT_UNWIND_ERLANG && !mt_beam_in_object(ip)) {
             t->first = n;
             n += erlang_chain(cur, ips + n, slots + n, max - n, t);
             break;
@@ -361,8 +264,8 @@ static int capture(uintptr_t hook_ip, uintptr_t *ips, int depth, int *jit, struc
         pthread_rwlock_unlock(&unwinding);
     }
     /* Only a stack that reaches JIT code pays for the step-by-step walk. */
-    *jit = unwind_mode == MT_UNWIND_ERLANG && got > 0 && got < want && !in_object(raw[got - 1]) &&
-           mt_stack_perf_map();
+    *jit = unwind_mode == MT_UNWIND_ERLANG && got > 0 && got < want &&
+           !mt_beam_in_object(raw[got - 1]) && mt_beam_perf_map();
     if (*jit) {
         uintptr_t longer[MT_DEPTH_MAX + OWN_FRAMES_MAX];
         pthread_rwlock_rdlock(&unwinding);
@@ -670,6 +573,6 @@ void mt_stack_fork_child(void)
     __tsan_mutex_post_unlock(&unwinding, 0);
 #endif
     unwinding = (pthread_rwlock_t)PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
-    self_pid = (pid_t)syscall(SYS_getpid);
-    perf_map = 0;
+    mt_proc_forked();
+    mt_beam_forked();
 }

@@ -38,10 +38,6 @@
 /* Returns 0, or -1 when the memory cannot be mapped. */
 int mt_stack_init(size_t capacity, int depth, enum mt_unwind mode);
 
-/* Whether this process is a BEAM that writes its perf map (+JPperf map): it holds
- * /tmp/perf-<pid>.map open. Looked at once, on first use; no malloc, any thread. */
-int mt_stack_perf_map(void);
-
 /* Where a hook was called from; taken inside the hook (see MT_SITE in recorder.h). */
 struct mt_site {
     uintptr_t hook_ip; /* the hook's entry + 1: frame 0 */

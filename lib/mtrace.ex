@@ -54,6 +54,60 @@ defmodule Mtrace do
   """
   @type stats :: %{atom() => non_neg_integer() | boolean() | atom()}
 
+  @typedoc """
+  What a stack must go through: a library whose path contains `:library`, a function whose
+  (demangled) name contains `:function` or matches it, an Erlang function (`"Mod"`,
+  `"Mod:fun"`, `"Mod:fun/arity"`). The filters diff/2 and watch/1 take, since a mark keeps each
+  stack's totals, not its blocks.
+  """
+  @type stack_filter ::
+          {:library, String.t() | nil}
+          | {:function, String.t() | Regex.t() | nil}
+          | {:erlang, String.t() | nil}
+
+  @typedoc """
+  Which blocks a reader reads: an age in seconds (`:min_age`, `:max_age`), a size in bytes
+  (`:min_size`), allocated after a mark (`:since`), and the stack filters.
+  """
+  @type block_filter ::
+          {:min_age, number()}
+          | {:max_age, number() | nil}
+          | {:min_size, non_neg_integer()}
+          | {:since, Mark.t() | nil}
+          | stack_filter()
+
+  @typedoc "Where a reader runs: other nodes (`:nodes`), each given `:timeout` milliseconds."
+  @type cluster_option :: {:nodes, [node()] | nil} | {:timeout, pos_integer()}
+
+  @typedoc "How sites are grouped: by whole stack, calling function, Erlang function or depth."
+  @type group :: :stack | :function | :erlang | {:depth, pos_integer()}
+
+  @type olds_option :: {:demangle, boolean()} | block_filter()
+  @type leaks_option ::
+          {:demangle, boolean()} | {:blocks, boolean()} | block_filter() | cluster_option()
+  @type top_option ::
+          {:demangle, boolean()} | {:group, group()} | block_filter() | cluster_option()
+  @type diff_option ::
+          {:demangle, boolean()} | {:group, group()} | stack_filter() | cluster_option()
+  @type watch_option ::
+          {:interval, pos_integer()}
+          | {:n, pos_integer()}
+          | {:count, pos_integer() | nil}
+          | {:group, group()}
+          | {:leaks, boolean()}
+          | stack_filter()
+  @type render_option :: {:threshold, number() | nil} | {:title, String.t() | nil}
+  @type write_option ::
+          {:what, :live | :leaks | {:diff, Mark.t()}}
+          | render_option()
+          | {:demangle, boolean()}
+          | {:group, group()}
+          | {:blocks, boolean()}
+          | block_filter()
+  @type attach_option ::
+          {:slots | :slots_max | :lanes | :depth | :stacks | :sample, non_neg_integer() | nil}
+          | {:unwind, :libunwind | :fp | :erlang | nil}
+
   @doc """
   Returns the `n` oldest live allocations, oldest first.
 
@@ -95,7 +149,7 @@ defmodule Mtrace do
       iex> Mtrace.olds(1, colour: true)
       ** (ArgumentError) Mtrace.olds/2: unknown option :colour; the options are :demangle, :min_age, :max_age, :min_size, :library, :function, :erlang, :since
   """
-  @spec olds(non_neg_integer(), boolean() | keyword()) :: [record()]
+  @spec olds(non_neg_integer(), boolean() | [olds_option()]) :: [record()]
   def olds(n \\ 10, opts \\ false)
 
   def olds(n, _opts) when not (is_integer(n) and n >= 0) do
@@ -180,7 +234,7 @@ defmodule Mtrace do
       iex> Mtrace.leaks(min_age: -1)
       ** (ArgumentError) Mtrace.leaks/1: min_age must be a number of seconds, 0 or more, got: -1
   """
-  @spec leaks(keyword()) :: [Site.t()] | %{node() => [Site.t()] | {:error, term()}}
+  @spec leaks([leaks_option()]) :: [Site.t()] | %{node() => [Site.t()] | {:error, term()}}
   def leaks(opts \\ []) do
     opts = Options.validate!(:leaks, "Mtrace.leaks/1", opts)
 
@@ -202,7 +256,7 @@ defmodule Mtrace do
 
       {sites, %{pause_ns: pause}} = Mtrace.leaks_info(min_age: 0)
   """
-  @spec leaks_info(keyword()) :: {[Site.t()], map()}
+  @spec leaks_info([leaks_option()]) :: {[Site.t()], map()}
   def leaks_info(opts \\ []) do
     opts = Options.validate!(:leaks, "Mtrace.leaks_info/1", opts)
 
@@ -218,7 +272,7 @@ defmodule Mtrace do
 
   defp leaks_here(opts) do
     {blocks, info} = Nif.leaks_nif(Options.filter(opts)) |> complete!()
-    {blocks |> lost_sites(opts) |> Sites.matching(opts) |> Sites.by_size(), info}
+    {blocks |> lost_sites(opts) |> Sites.matching_regex(opts) |> Sites.by_size(), info}
   end
 
   # Lost blocks {address, size, age_ns, stack_id, direct, scans} grouped by stack (or one a
@@ -320,7 +374,8 @@ defmodule Mtrace do
       iex> Mtrace.why(:nowhere)
       ** (ArgumentError) Mtrace.why/2: address must be a non-negative integer, got: :nowhere
   """
-  @spec why(non_neg_integer(), keyword()) :: Mtrace.Path.t() | nil | {:error, :not_a_block}
+  @spec why(non_neg_integer(), [{:demangle, boolean()}]) ::
+          Mtrace.Path.t() | nil | {:error, :not_a_block}
   def why(address, opts \\ [])
 
   def why(address, _opts) when not (is_integer(address) and address >= 0),
@@ -437,7 +492,7 @@ defmodule Mtrace do
       iex> Mtrace.top(3, group: :line)
       ** (ArgumentError) Mtrace.top/2: group must be :stack, :function, :erlang or {:depth, k} with k > 0, got: :line
   """
-  @spec top(non_neg_integer(), keyword()) ::
+  @spec top(non_neg_integer(), [top_option()]) ::
           [Site.t()] | %{node() => [Site.t()] | {:error, term()}}
   def top(n \\ 10, opts \\ [])
 
@@ -467,7 +522,7 @@ defmodule Mtrace do
         estimated: estimated
       }
     end)
-    |> Sites.matching(opts)
+    |> Sites.matching_regex(opts)
     |> Sites.group(opts[:group], opts[:library])
     |> Sites.by_size()
     |> Enum.take(n)
@@ -487,7 +542,7 @@ defmodule Mtrace do
       run_the_workload()
       Mtrace.diff(mark, library: "my_nif")
   """
-  @spec mark(keyword()) :: Mark.t() | %{node() => Mark.t() | {:error, term()}}
+  @spec mark([cluster_option()]) :: Mark.t() | %{node() => Mark.t() | {:error, term()}}
   def mark(opts \\ []) do
     opts = Options.validate!(:mark, "Mtrace.mark/1", opts)
 
@@ -531,7 +586,7 @@ defmodule Mtrace do
       Mtrace.diff(mark, library: "my_nif")
       #=> [%Mtrace.Site{bytes: 3000, blocks: 3, allocated_bytes: 3000, freed_bytes: 0, ...}]
   """
-  @spec diff(Mark.t() | %{node() => Mark.t()}, keyword()) ::
+  @spec diff(Mark.t() | %{node() => Mark.t()}, [diff_option()]) ::
           [Site.t()] | %{node() => [Site.t()] | {:error, term()}}
   def diff(mark, opts \\ []) do
     opts = Options.validate!(:diff, "Mtrace.diff/2", opts)
@@ -566,7 +621,13 @@ defmodule Mtrace do
         )
 
     now = Map.new(rows, fn {id, b0, n0, b1, n1, oldest} -> {id, {b0, n0, b1, n1, oldest}} end)
-    ids = Enum.uniq(Map.keys(now) ++ Map.keys(mark.sites))
+    # now's rows passed the filter in C; the mark's stacks that hold nothing now pass it here.
+    ids =
+      Nif.stacks_matching_nif(
+        Options.filter(opts),
+        Enum.uniq(Map.keys(now) ++ Map.keys(mark.sites))
+      )
+
     stacks = Sites.stacks(ids, opts[:demangle])
     estimated = estimated()
 
@@ -592,7 +653,7 @@ defmodule Mtrace do
       }
     end)
     |> Enum.reject(&(&1.allocated_blocks == 0 and &1.freed_blocks == 0))
-    |> Sites.matching(opts)
+    |> Sites.matching_regex(opts)
     |> Sites.group(opts[:group], opts[:library])
     |> Sites.by_size()
   end
@@ -649,7 +710,7 @@ defmodule Mtrace do
       iex> Mtrace.write("leak.html", :html, nodes: [node()])
       ** (ArgumentError) Mtrace.write/3: nodes: is not taken: one file holds one node's sites; render/3 each node's list of the map top(n, nodes: ...) returns
   """
-  @spec write(Path.t(), atom(), keyword()) :: :ok | {:error, File.posix()}
+  @spec write(Path.t(), atom(), [write_option()]) :: :ok | {:error, File.posix()}
   def write(path, format, opts \\ []) do
     path = path!(path)
     writer!("Mtrace.write/3", format)
@@ -694,7 +755,7 @@ defmodule Mtrace do
       iex> Mtrace.render(%{node() => []}, :folded)
       ** (ArgumentError) Mtrace.render/3: expected a list of sites, got a map: with nodes:, a reader answers each node's sites in a map; render each node's list
   """
-  @spec render([Site.t()], atom(), keyword()) :: iodata()
+  @spec render([Site.t()], atom(), [render_option()]) :: iodata()
   def render(sites, format, opts \\ [])
 
   def render(sites, _format, _opts) when is_map(sites),
@@ -765,7 +826,7 @@ defmodule Mtrace do
       Mtrace.watch(library: "my_nif", interval: 5_000, count: 12)
       #=> {:ok, #PID<0.321.0>}
   """
-  @spec watch(keyword()) :: GenServer.on_start()
+  @spec watch([watch_option()]) :: GenServer.on_start()
   def watch(opts \\ []) do
     opts = Options.validate!(:watch, "Mtrace.watch/1", opts)
     GenServer.start(Mtrace.Watch, opts, name: Mtrace.Watch)
@@ -858,7 +919,7 @@ defmodule Mtrace do
       #=> %{malloc_cnt: 305488, free_cnt: 308812, slots: 32768, grown: 3, records: 888,
       #     dropped: 0, ...}
   """
-  @spec stats(keyword()) :: stats() | %{node() => stats() | {:error, term()}}
+  @spec stats([cluster_option()]) :: stats() | %{node() => stats() | {:error, term()}}
   def stats(opts \\ []) do
     opts = Options.validate!(:stats, "Mtrace.stats/1", opts)
 
@@ -944,7 +1005,7 @@ defmodule Mtrace do
       Mtrace.attach()
       #=> {:error, "mtrace is already attached; Mtrace.detach() first"}
   """
-  @spec attach(keyword()) :: :ok | {:error, String.t()}
+  @spec attach([attach_option()]) :: :ok | {:error, String.t()}
   def attach(opts \\ []) do
     variables = Options.validate!(:attach, "Mtrace.attach/1", opts) |> Options.variables()
 

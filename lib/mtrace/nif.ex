@@ -56,6 +56,10 @@ defmodule Mtrace.Nif do
           | refusal()
   def leaks_nif(_filter), do: :erlang.nif_error(:not_loaded)
 
+  # The ids whose stacks pass the filter's library, function and erlang, in their order.
+  @spec stacks_matching_nif(filter(), [non_neg_integer()]) :: [non_neg_integer()]
+  def stacks_matching_nif(_filter, _stack_ids), do: :erlang.nif_error(:not_loaded)
+
   @spec frames_nif([non_neg_integer()], boolean()) :: [[frame_info()]]
   def frames_nif(_stack_ids, _demangle), do: :erlang.nif_error(:not_loaded)
 

@@ -48,34 +48,25 @@ defmodule Mtrace.Sites do
     end
   end
 
-  @doc "The sites whose stacks pass library:, function: and erlang:."
-  @spec matching([Site.t()], keyword()) :: [Site.t()]
-  def matching(sites, opts) do
-    Enum.filter(sites, fn s ->
-      through?(s.stack, :library, opts[:library]) and
-        through?(s.stack, :function, opts[:function]) and
-        through_erlang?(s.stack, opts[:erlang])
-    end)
-  end
+  @doc """
+  The sites with a native frame whose function a `function:` Regex matches. The other stack
+  filters (`library:`, a `function:` string, `erlang:`) are C's alone (filter.h), applied before
+  a site is made: a Regex has no form there.
+  """
+  @spec matching_regex([Site.t()], keyword()) :: [Site.t()]
+  def matching_regex(sites, opts) do
+    case opts[:function] do
+      %Regex{} = regex ->
+        Enum.filter(sites, fn s ->
+          Enum.any?(
+            s.stack,
+            &(&1.kind == :native and &1.function != nil and &1.function =~ regex)
+          )
+        end)
 
-  defp through?(_stack, _field, nil), do: true
-
-  defp through?(stack, field, pattern) do
-    Enum.any?(stack, fn frame ->
-      value = Map.fetch!(frame, field)
-      frame.kind == :native and value != nil and value =~ pattern
-    end)
-  end
-
-  defp through_erlang?(_stack, nil), do: true
-
-  defp through_erlang?(stack, text) do
-    {module, function, arity} = Mtrace.Options.erlang_mfa(text)
-
-    Enum.any?(stack, fn f ->
-      f.kind == :erlang and f.arity != nil and f.module == module and
-        function in [nil, f.function] and arity in [nil, f.arity]
-    end)
+      _ ->
+        sites
+    end
   end
 
   @doc """

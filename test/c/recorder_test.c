@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../../c_src/beam_frames.h"
 #include "../../c_src/recorder.h"
 #include "../../c_src/stack.h"
 #include "../../c_src/table.h"
@@ -663,7 +664,7 @@ static void test_capped(void)
 
 /* In a child (a fork takes the answer afresh, for the child's pid): a perf map at the child's
  * path, held open (as the BEAM holds its own) or left closed (as an earlier process of the same
- * pid leaves one). Exits 0 when mt_stack_perf_map() answers `held`. */
+ * pid leaves one). Exits 0 when mt_beam_perf_map() answers `held`. */
 static void perf_map_child(int held)
 {
     char path[64];
@@ -672,7 +673,7 @@ static void perf_map_child(int held)
     if (fd < 0) _exit(2);
     if (write(fd, "7f0000000000 10 Elixir.Stale:left/0\n", 36) != 36) _exit(2);
     if (!held) close(fd);
-    int answer = mt_stack_perf_map();
+    int answer = mt_beam_perf_map();
     unlink(path);
     _exit(answer == held ? 0 : 1);
 }
