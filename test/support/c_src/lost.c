@@ -3,6 +3,7 @@
  * by a named function, so that its site is known. Built -O0, without inlining or sibling calls.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <erl_nif.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -565,6 +566,18 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
     return buffer_type ? 0 : 1;
 }
 
+/* report_leaks(path): the preloaded mtrace.so's report of the blocks lost now, written by
+ * report.c as the exit report is (mtrace_lib_leaks): its answer, 0 or -1; -2 without it. */
+static ERL_NIF_TERM report_leaks(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    char path[4096];
+    (void)argc;
+    if (enif_get_string(env, argv[0], path, sizeof path, ERL_NIF_LATIN1) <= 0)
+        return enif_make_badarg(env);
+    int (*leaks)(const char *) = (int (*)(const char *))dlsym(RTLD_DEFAULT, "mtrace_lib_leaks");
+    return enif_make_int(env, leaks ? leaks(path) : -2);
+}
+
 static ErlNifFunc funcs[] = {
     {"lose_list", 1, lose_list, 0},
     {"keep_static", 2, keep_static, 0},
@@ -587,6 +600,7 @@ static ErlNifFunc funcs[] = {
     {"hold_on_stack", 1, hold_on_stack, 0},
     {"release_stack", 0, release_stack, 0},
     {"keep_tls_here", 1, keep_tls_here, 0},
+    {"report_leaks", 1, report_leaks, ERL_NIF_DIRTY_JOB_CPU_BOUND},
 };
 
 ERL_NIF_INIT(Elixir.Mtrace.Test.Lost, funcs, load, NULL, NULL, NULL)
