@@ -209,7 +209,7 @@ static int parse_cie(const uint8_t *p, struct cie *c)
         uint64_t n = uleb(&p, end);
         const uint8_t *data_end = p + n, *q = p;
         for (const char *a = aug + 1; *a; a++) {
-            uintptr_t skip;
+            uintptr_t skip = 0;
             if (*a == 'R') {
                 c->fde_enc = *q++;
             } else if (*a == 'L') {
@@ -268,7 +268,7 @@ static int run(const uint8_t *p, const uint8_t *end, uintptr_t loc, uintptr_t ta
         uint8_t op = *p++, low = op & 0x3f;
         uint64_t reg, delta = 0;
         int64_t off;
-        uintptr_t to;
+        uintptr_t to = 0;
         switch (op >> 6) {
         case 1:
             delta = low * c->code_align;
@@ -412,7 +412,7 @@ static struct row find_row(uintptr_t pc)
     const uint8_t *hdr = obj.dlfo_eh_frame, *p = hdr;
     if (!hdr || hdr[0] != 1 || hdr[3] != 0x3b) return r; /* table: datarel sdata4 pairs */
     p += 4;
-    uintptr_t eh_frame, count;
+    uintptr_t eh_frame = 0, count = 0;
     if (encoded(&p, p + 8, hdr[1], (uintptr_t)hdr, &eh_frame) != 0 ||
         encoded(&p, p + 8, hdr[2], (uintptr_t)hdr, &count) != 0 || !count)
         return r;
@@ -435,7 +435,7 @@ static struct row find_row(uintptr_t pc)
     struct cie c;
     if (parse_cie(fde + 4 - cie_off, &c) != 0 || c.signal) return r;
     p = fde + 8;
-    uintptr_t begin, range;
+    uintptr_t begin = 0, range = 0;
     if (encoded(&p, fde_end, c.fde_enc, 0, &begin) != 0 ||
         encoded(&p, fde_end, c.fde_enc & 0x0f, 0, &range) != 0 || at < begin || at - begin >= range)
         return r;
