@@ -487,11 +487,12 @@ static inline int word_at(uintptr_t a, uintptr_t lo, uintptr_t hi, uintptr_t *v)
 }
 
 int mt_cfi_backtrace(struct mt_cfi_rows *rows, uintptr_t stack_hi, uintptr_t *ips, uintptr_t *sps,
-                     int max)
+                     int max, struct mt_cfi_jit *jit)
 {
     uintptr_t regs[3];
     mt_cfi_regs(regs);
-    uintptr_t pc = regs[0], sp = regs[1], rbp = regs[2], lo = sp;
+    uintptr_t pc = regs[0], sp = regs[1], rbp = regs[2], lo = sp, rbp_at = 0;
+    if (jit) jit->found = 0;
     int rbp_known = 1, n = 0;
     if (rows) {
         unsigned now = __atomic_load_n(&unloads, __ATOMIC_ACQUIRE);
@@ -508,6 +509,12 @@ int mt_cfi_backtrace(struct mt_cfi_rows *rows, uintptr_t stack_hi, uintptr_t *ip
         /* libunwind goes on from code in no object along RBP, when RBP is at most 16 KiB above
          * the stack pointer; else the stack ends there. Its guesses are libunwind's to make. */
         if (r.how == HOW_NO_OBJECT) {
+            if (jit && rbp_known && jit->follow()) {
+                jit->found = 1;
+                jit->rbp = rbp;
+                jit->rbp_at = rbp_at;
+                break;
+            }
             if (rbp_known && (!rbp || rbp < sp || rbp - sp > 0x4000)) break;
             return -1;
         }
@@ -516,9 +523,11 @@ int mt_cfi_backtrace(struct mt_cfi_rows *rows, uintptr_t stack_hi, uintptr_t *ip
         if (cfa <= sp || !word_at(cfa + (uintptr_t)(intptr_t)r.ra_off, lo, stack_hi, &ra))
             return -1;
         if (r.rbp_rule == RBP_AT) {
-            if (!word_at(cfa + (uintptr_t)(intptr_t)r.rbp_off, lo, stack_hi, &rbp)) return -1;
+            rbp_at = cfa + (uintptr_t)(intptr_t)r.rbp_off;
+            if (!word_at(rbp_at, lo, stack_hi, &rbp)) return -1;
         } else if (r.rbp_rule == RBP_IS) {
             rbp = cfa + (uintptr_t)(intptr_t)r.rbp_off;
+            rbp_at = 0;
         } else if (r.rbp_rule == RBP_LOST) {
             rbp_known = 0;
         } else if (r.rbp_rule == RBP_END) {

@@ -24,6 +24,12 @@
  * - Returns the number of frames written (ips: the return addresses from the caller of
  *   mt_cfi_backtrace outwards; sps: each frame's stack pointer after the return, i.e. its CFA), or
  *   -1 when a frame could not be stepped by these rules (nothing then is to be used).
+ * - With jit (the erlang mode), a walk that reaches code in no object with RBP known asks
+ *   jit->follow() (only then: a BEAM opens its perf map as its JIT starts); when that answers
+ *   nonzero, the walk ends there, that frame included, and says so: jit->found, jit->rbp (RBP
+ *   there, the first link of the Erlang frames' chain, beam_frames.h) and jit->rbp_at (the stack
+ *   word RBP was restored from, 0 when never saved, as libunwind's save location of RBP says).
+ *   Otherwise, and without jit, the walk ends there or gives up as libunwind's would.
  */
 #ifndef MTRACE_CFI_H
 #define MTRACE_CFI_H
@@ -40,7 +46,13 @@ size_t mt_cfi_rows_bytes(void);
  * loader's own unloads (glibc's gconv and NSS modules) are not seen. Any thread, no allocation. */
 void mt_cfi_unloading(void);
 
+struct mt_cfi_jit {
+    int (*follow)(void);
+    int found;
+    uintptr_t rbp, rbp_at;
+};
+
 int mt_cfi_backtrace(struct mt_cfi_rows *rows, uintptr_t stack_hi, uintptr_t *ips, uintptr_t *sps,
-                     int max);
+                     int max, struct mt_cfi_jit *jit);
 
 #endif

@@ -232,50 +232,56 @@ __attribute__((noinline)) static int through_erlang(uintptr_t *ips, int max)
     return steps(&cur, ips, slots, max, &t);
 }
 
-/* The libunwind mode's frames: by the table unwinder, or, where it gives up, by libunwind. sps
- * (each frame's stack pointer) is filled by the table unwinder only; *by_table says which. */
-static int dwarf_backtrace(struct mt_cfi_rows *rows, uintptr_t *ips, uintptr_t *sps, int max,
-                           int *by_table)
+/* The table unwinder's frames (cfi.h), each with its stack pointer in sps; in the erlang mode,
+ * from code in no object on along the Erlang frames' chain, in a BEAM that keeps frame pointers
+ * (*jit then set; an Erlang frame's sps is its fp). -1 where it gave up. The perf map is looked
+ * at only once a stack reaches code in no object: before its JIT starts, a BEAM has none open. */
+static int table_frames(struct mt_cfi_rows *rows, uintptr_t *ips, uintptr_t *sps, int max, int *jit,
+                        struct erlang_tail *t)
 {
     uintptr_t hi;
-    int n = on_stack((uintptr_t)__builtin_frame_address(0), &hi)
-                ? mt_cfi_backtrace(rows, hi, ips, sps, max)
-                : -1;
-    *by_table = n >= 0;
-    if (n >= 0) return n;
+    struct mt_cfi_jit j = {.follow = mt_beam_perf_map};
+    if (!on_stack((uintptr_t)__builtin_frame_address(0), &hi)) return -1;
+    int n = mt_cfi_backtrace(rows, hi, ips, sps, max, unwind_mode == MT_UNWIND_ERLANG ? &j : NULL);
+    if (n < 0 || unwind_mode != MT_UNWIND_ERLANG || !j.found) return n;
+    *jit = 1;
+    t->first = n;
+    t->saved_at = j.rbp_at;
+    return n + mt_beam_chain(j.rbp, ips + n, sps + n, max - n, &t->closed);
+}
+
+/* libunwind's frames, and in the erlang mode, when they end in JIT code, the Erlang frames after
+ * them (*jit then set). */
+static int libunwind_frames(uintptr_t *ips, int max, int *jit)
+{
     pthread_rwlock_rdlock(&unwinding);
-    n = unw_backtrace((void **)ips, max);
+    int got = unw_backtrace((void **)ips, max);
+    /* Only a stack that reaches JIT code pays for the step-by-step walk. */
+    *jit = unwind_mode == MT_UNWIND_ERLANG && got > 0 && got < max &&
+           !mt_beam_in_object(ips[got - 1]) && mt_beam_perf_map();
+    if (*jit) {
+        uintptr_t longer[MT_DEPTH_MAX + OWN_FRAMES_MAX];
+        int n = through_erlang(longer, max);
+        if (n > got) {
+            memcpy(ips, longer, (size_t)n * sizeof *ips);
+            got = n;
+        }
+    }
     pthread_rwlock_unlock(&unwinding);
-    return n;
+    return got;
 }
 
 /* mt_stack_capture, also telling whether it went on through Erlang frames (the erlang mode). */
 static int capture(uintptr_t hook_ip, uintptr_t *ips, int depth, int *jit, struct mt_cfi_rows *rows)
 {
     uintptr_t raw[MT_DEPTH_MAX + OWN_FRAMES_MAX], sps[MT_DEPTH_MAX + OWN_FRAMES_MAX];
-    int want = depth - 1 + OWN_FRAMES_MAX, got, by_table = 0;
-    if (unwind_mode == MT_UNWIND_FP) {
+    int want = depth - 1 + OWN_FRAMES_MAX, got;
+    struct erlang_tail t = {0, 0, 0};
+    *jit = 0;
+    if (unwind_mode == MT_UNWIND_FP)
         got = fp_walk(raw, want);
-    } else if (unwind_mode == MT_UNWIND_LIBUNWIND) {
-        got = dwarf_backtrace(rows, raw, sps, want, &by_table);
-    } else {
-        pthread_rwlock_rdlock(&unwinding);
-        got = unw_backtrace((void **)raw, want);
-        pthread_rwlock_unlock(&unwinding);
-    }
-    /* Only a stack that reaches JIT code pays for the step-by-step walk. */
-    *jit = unwind_mode == MT_UNWIND_ERLANG && got > 0 && got < want &&
-           !mt_beam_in_object(raw[got - 1]) && mt_beam_perf_map();
-    if (*jit) {
-        uintptr_t longer[MT_DEPTH_MAX + OWN_FRAMES_MAX];
-        pthread_rwlock_rdlock(&unwinding);
-        int n = through_erlang(longer, want);
-        pthread_rwlock_unlock(&unwinding);
-        if (n > got) {
-            memcpy(raw, longer, (size_t)n * sizeof *raw);
-            got = n;
-        }
-    }
+    else if ((got = table_frames(rows, raw, sps, want, jit, &t)) < 0)
+        got = libunwind_frames(raw, want, jit);
     int i = 0;
     while (i < got && is_own(raw[i]))
         i++;
@@ -375,22 +381,26 @@ static inline int still_valid(const struct entry *e, const struct mt_site *site)
     return 1;
 }
 
-/* The libunwind mode's walk by the table unwinder: the frames after the hook caller's, each with
- * the stack address of its return address (its CFA less 8). Returns how many, or -1 when the table
- * unwinder gave up or never met the caller's frame. */
+/* The walk by the table unwinder: the frames after the hook caller's, each with the stack address
+ * of its return address (its CFA less 8; an Erlang frame's: its fp, t saying where those start).
+ * Returns how many, or -1 when the table unwinder gave up or never met the caller's frame. */
 static int table_walk(const struct mt_site *site, struct mt_cfi_rows *rows, uintptr_t *ips,
-                      uintptr_t *slots, int max)
+                      uintptr_t *slots, int max, struct erlang_tail *t)
 {
-    uintptr_t raw[MT_DEPTH_MAX + OWN_FRAMES_MAX + 2], sps[MT_DEPTH_MAX + OWN_FRAMES_MAX + 2], hi;
-    if (!on_stack((uintptr_t)__builtin_frame_address(0), &hi)) return -1;
-    int got = mt_cfi_backtrace(rows, hi, raw, sps, max + OWN_FRAMES_MAX + 2), k = 0;
-    while (k < got && sps[k] != site->sp)
+    uintptr_t raw[MT_DEPTH_MAX + OWN_FRAMES_MAX + 2], sps[MT_DEPTH_MAX + OWN_FRAMES_MAX + 2];
+    int jit = 0, k = 0;
+    int got = table_frames(rows, raw, sps, max + OWN_FRAMES_MAX + 2, &jit, t);
+    if (got < 0) return -1;
+    int first = jit ? t->first : got; /* raw's first Erlang frame */
+    while (k < first && sps[k] != site->sp)
         k++;
-    if (k == got || raw[k] != site->ret) return -1;
+    if (k >= first || raw[k] != site->ret) return -1;
     int n = 0;
+    t->first = 0;
     for (k++; k < got && n < max; k++) {
+        if (k == first) t->first = n;
         ips[n] = raw[k];
-        slots[n++] = sps[k] - sizeof(uintptr_t);
+        slots[n++] = k < first ? sps[k] - sizeof(uintptr_t) : sps[k];
     }
     return n;
 }
@@ -419,10 +429,12 @@ static int walk(const struct mt_site *site, uintptr_t *ips, uintptr_t *slots, in
         if (fp[1] != site->ret) return 0;
         return n + fp_chain((const uintptr_t *)fp[0], site->sp, hi, ips + n, slots + n, max - n);
     }
-    if (unwind_mode == MT_UNWIND_LIBUNWIND) {
-        int got = table_walk(site, rows, ips + n, slots + n, max - n);
-        if (got >= 0) return n + got;
+    int got = table_walk(site, rows, ips + n, slots + n, max - n, t);
+    if (got >= 0) {
+        if (t->first) t->first += 2;
+        return n + got;
     }
+    t->first = 0;
     if (!slow) return 0;
     unw_context_t uc;
     unw_cursor_t cur;
@@ -490,8 +502,9 @@ static int fill_checks(struct entry *e, const struct mt_site *site, uintptr_t hi
 }
 
 /* exact: the walk that gives the slots is to be tried; slow: libunwind's may serve for it. The
- * table unwinder's walk is as cheap as a capture, and is tried at every miss; where it gives up,
- * the entry waits for WALK_AFTER misses as under libunwind alone. */
+ * frame-pointer walk and the table unwinder's are as cheap as a capture, and are tried at every
+ * miss; where the table unwinder gives up, the entry waits for WALK_AFTER misses as under
+ * libunwind alone. */
 static uint32_t unwind(struct entry *e, const struct mt_site *site, uintptr_t hi,
                        struct mt_cfi_rows *rows)
 {
@@ -500,11 +513,11 @@ static uint32_t unwind(struct entry *e, const struct mt_site *site, uintptr_t hi
         if (e->n != UNCHECKABLE) e->n = 0;
         if (e->seen < WALK_AFTER) e->seen++;
         slow = unwind_mode == MT_UNWIND_FP || e->jit || e->seen == WALK_AFTER;
-        exact = e->n != UNCHECKABLE && (slow || unwind_mode == MT_UNWIND_LIBUNWIND);
+        exact = e->n != UNCHECKABLE;
     } else if (e) {
         *e = (struct entry){.sp = site->sp, .ret = site->ret, .hook_ip = site->hook_ip, .seen = 1};
         slow = unwind_mode == MT_UNWIND_FP;
-        exact = slow || unwind_mode == MT_UNWIND_LIBUNWIND;
+        exact = 1;
     }
 
     uintptr_t ips[MT_DEPTH_MAX], slots[MT_DEPTH_MAX];

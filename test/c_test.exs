@@ -32,8 +32,8 @@ defmodule Mtrace.CTest do
         {"report_test_tsan", [{"MTRACE_UNWIND", "fp"}], 5},
         {"heap_test", [], 17},
         {"heap_test_ubsan", [], 17},
-        {"cfi_test", [], 4},
-        {"cfi_test_asan", [], 4}
+        {"cfi_test", [], 5},
+        {"cfi_test_asan", [], 5}
       ] do
     # One to two minutes on a loaded machine (100 s at load 17, when its limit was 100 s), and
     # ten of them run at once: `bin/test --exclude slow` skips the slowest, CI never does.

@@ -6,6 +6,7 @@
  * "N passed, M failed"; exits 1 on any failure. */
 #define _GNU_SOURCE
 #include <alloca.h>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -50,7 +51,7 @@ __attribute__((noinline)) static int compare_here(void)
     void *a[MAX];
     uintptr_t b[MAX], sps[MAX], me = (uintptr_t)__builtin_return_address(0);
     int na = unw_backtrace(a, MAX);
-    int nb = mt_cfi_backtrace(rows, stack_top(), b, sps, MAX);
+    int nb = mt_cfi_backtrace(rows, stack_top(), b, sps, MAX, NULL);
     if (nb < 0) {
         gave_up++;
         return nb;
@@ -119,6 +120,33 @@ static void *thread(void *arg)
     return NULL;
 }
 
+/* What the erlang mode's walk saw from the stub (jit_here). */
+static struct {
+    int found, n;
+    uintptr_t last;   /* its last frame's address: in the stub */
+    int link_in_main; /* the chain's first return address, at RBP + 8, lies in this program */
+} jit_walk;
+
+static int follow(void)
+{
+    return 1;
+}
+
+__attribute__((noinline)) static int jit_here(void)
+{
+    uintptr_t b[MAX], sps[MAX];
+    struct mt_cfi_jit j = {.follow = follow};
+    int n = mt_cfi_backtrace(rows, stack_top(), b, sps, MAX, &j);
+    struct dl_find_object o;
+    jit_walk.n = n;
+    jit_walk.found = n > 0 && j.found;
+    if (jit_walk.found) {
+        jit_walk.last = b[n - 1];
+        jit_walk.link_in_main = _dl_find_object((void *)((const uintptr_t *)j.rbp)[1], &o) == 0;
+    }
+    return n;
+}
+
 static int in_handler;
 static void handler(int sig)
 {
@@ -168,6 +196,20 @@ int main(void)
     }
     check(jit != MAP_FAILED && from_jit == -1,
           "a stack through code in no object with a frame pointer is given up");
+
+    /* The erlang mode's walk ends there instead, with the RBP the chain starts from: the stub's
+     * frame, whose return address is main's. */
+    uintptr_t walker = (uintptr_t)jit_here;
+    memcpy(code + 6, &walker, sizeof walker);
+    if (jit != MAP_FAILED) {
+        memcpy(jit, code, sizeof code);
+        __builtin___clear_cache((char *)jit, (char *)jit + sizeof code);
+        ((int (*)(void))jit)();
+    }
+    check(jit != MAP_FAILED && jit_walk.found && jit_walk.n > 0 &&
+              jit_walk.last >= (uintptr_t)jit && jit_walk.last < (uintptr_t)jit + sizeof code &&
+              jit_walk.link_in_main,
+          "asked for Erlang frames, the walk ends in code in no object, at its RBP");
 
     /* push rbp; xor ebp, ebp; ...: with RBP 0 there, libunwind ends the stack at that code */
     unsigned char ends[] = {0x55, 0x31, 0xed, 0x48, 0xb8, 0,    0,    0,   0,
