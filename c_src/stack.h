@@ -10,10 +10,10 @@
  *   tracer. No other tracer frame appears, however inlining arranged them: the unwind starts at
  *   the frame whose stack pointer is the hook caller's, or else skips leading frames inside
  *   mtrace.so or the unwinder by address range; never by a fixed count.
- * - The libunwind mode (the default) steps with the table unwinder (cfi.h), whose stacks are
- *   libunwind's frame for frame, and calls libunwind only where that gives up (a signal frame,
- *   code in no object such as the BEAM's JIT, rules it does not keep). Only libunwind's calls take
- *   the lock that fork waits for.
+ * - The libunwind mode (the default) and the erlang mode step with the table unwinder (cfi.h),
+ *   whose stacks are libunwind's frame for frame, and call libunwind only where it gives up (a
+ *   signal frame, code in no object where libunwind would guess along RBP, rules it does not
+ *   keep). Only libunwind's calls take the lock that fork waits for.
  * - mt_stack_id() first tries the thread's stack cache: a stack seen before from the same call
  *   site (same hook, return address and caller stack pointer) is reused when every return address
  *   it recorded is still in its slot on the stack; that costs a compare a frame and no unwinding.
