@@ -99,56 +99,24 @@ static int64_t sleb(const uint8_t **p, const uint8_t *end)
 static int encoded(const uint8_t **p, const uint8_t *end, uint8_t enc, uintptr_t base,
                    uintptr_t *out)
 {
+    /* The fixed sizes by the low four bits: absptr, udata2/4/8, sdata2/4/8 (signed: bit 3). */
+    static const uint8_t sizes[16] = {
+        [0x0] = 8, [0x2] = 2, [0x3] = 4, [0x4] = 8, [0xa] = 2, [0xb] = 4, [0xc] = 8};
     const uint8_t *at = *p;
-    uint64_t v;
-    switch (enc & 0x0f) {
-    case 0x00: /* absptr */
-    case 0x04: /* udata8 */
-    case 0x0c: /* sdata8 */
-        if (end - at < 8) return -1;
-        memcpy(&v, at, 8);
-        *p += 8;
-        break;
-    case 0x01:
+    uint64_t v = 0;
+    unsigned size = sizes[enc & 0x0f];
+    if ((enc & 0x0f) == 0x01) {
         v = uleb(p, end);
-        break;
-    case 0x09:
+    } else if ((enc & 0x0f) == 0x09) {
         v = (uint64_t)sleb(p, end);
-        break;
-    case 0x02: {
-        uint16_t u;
-        if (end - at < 2) return -1;
-        memcpy(&u, at, 2);
-        v = u;
-        *p += 2;
-        break;
-    }
-    case 0x0a: {
-        int16_t s;
-        if (end - at < 2) return -1;
-        memcpy(&s, at, 2);
-        v = (uint64_t)(int64_t)s;
-        *p += 2;
-        break;
-    }
-    case 0x03: {
-        uint32_t u;
-        if (end - at < 4) return -1;
-        memcpy(&u, at, 4);
-        v = u;
-        *p += 4;
-        break;
-    }
-    case 0x0b: {
-        int32_t s;
-        if (end - at < 4) return -1;
-        memcpy(&s, at, 4);
-        v = (uint64_t)(int64_t)s;
-        *p += 4;
-        break;
-    }
-    default:
-        return -1;
+    } else {
+        if (!size || end - at < (ptrdiff_t)size) return -1;
+        memcpy(&v, at, size); /* little-endian */
+        if ((enc & 0x08) && size < 8) {
+            unsigned shift = 64 - 8 * size;
+            v = (uint64_t)((int64_t)(v << shift) >> shift);
+        }
+        *p += size;
     }
     switch (enc & 0x70) {
     case 0x00:
@@ -293,20 +261,11 @@ static int run(const uint8_t *p, const uint8_t *end, uintptr_t loc, uintptr_t ta
         case 0x02:
             delta = *p++ * c->code_align;
             goto advance;
-        case 0x03: {
-            uint16_t d;
-            memcpy(&d, p, 2);
-            p += 2;
-            delta = d * c->code_align;
+        case 0x03: /* advance_loc2 and advance_loc4: a udata2 or udata4 */
+        case 0x04:
+            if (encoded(&p, end, op == 0x03 ? 0x02 : 0x03, 0, &to) != 0) return -1;
+            delta = to * c->code_align;
             goto advance;
-        }
-        case 0x04: {
-            uint32_t d;
-            memcpy(&d, p, 4);
-            p += 4;
-            delta = d * c->code_align;
-            goto advance;
-        }
         case 0x05: /* offset_extended */
             reg = uleb(&p, end);
             set_rule(s, reg, R_AT, (int64_t)uleb(&p, end) * c->data_align, c->ra_reg);
