@@ -848,10 +848,15 @@ int mt_table_remove(uintptr_t addr, struct mt_record *out)
             remove_from_old(c, addr, h, first, second, t, out))
             return 1;
         if (remove_in(c, addr, h, first, second, t, out)) return 1;
-        /* Unless a newer generation took it from c meanwhile. */
+        /* Unless a newer generation took it from c meanwhile, or the region was spread meanwhile:
+         * a drain then stores the record it moves in the lane of its hash, where a look placed by
+         * the word from before the spread does not go. A drain that read the spread word emptied
+         * the old slot after, and this look saw that: so it sees the spread word too. */
         ACQUIRE_FENCE();
         struct gen *now = __atomic_load_n(&cur, __ATOMIC_ACQUIRE);
-        if (__builtin_expect(now == c, 1)) return 0;
+        uint64_t fresh = lanes > 1 ? region_word(r, 0) : 0;
+        if (__builtin_expect(now == c && fresh == word, 1)) return 0;
+        if (fresh != word) place(h, word = fresh, &first, &second);
         c = now;
     }
 }
