@@ -90,6 +90,14 @@ static inline size_t mt_chunk_size(size_t n)
 #define MT_TCACHE_CHUNK 0x290
 #define MT_TCACHE_KEY 8
 
+/* The loader's _dl_find_object (2.35 and later, dl-find_object.c) keeps the loaded objects'
+ * ranges in segments it mallocs: at the block's first 128-byte boundary, a header {previous
+ * segment, to_free (the block itself), size (entries in use), allocated}, then `allocated` entries
+ * {map_start, map_end, link_map, eh_frame} (x86-64 has no eh_dbase or eh_count). */
+#define MT_DLFO_ALIGN 128
+#define MT_DLFO_HEADER 32
+#define MT_DLFO_ENTRY 32
+
 /* Safe-linking (2.32 and later): the fastbins' and tcache's next pointers are stored xor'ed with
  * the address they are stored at, shifted right by 12. */
 static inline uintptr_t mt_reveal(uintptr_t at, uintptr_t stored)

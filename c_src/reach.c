@@ -174,6 +174,29 @@ static int dead_procbin(struct ctx *c, const uintptr_t *w, size_t k, size_t n)
     return bin[1] == 0 || bin[2] < w[k - 2];
 }
 
+/* How much of the block at `at` (w: a copy of its len bytes) holds pointers: all of it, but for a
+ * segment of the loader's _dl_find_object (platform.h), whose entries past those in use were never
+ * written and hold what the chunk held before: stale addresses of lost blocks, found by why/2
+ * behind most of the misses of the dead-binary scenario. A block is taken for a segment only when
+ * its header says so (to_free is the block, size <= allocated, all within the block) and its first
+ * entry is a loaded object's range, as _dl_find_object (lock-free: the threads are stopped) says.
+ */
+static size_t pointer_bytes(const uintptr_t *w, size_t len, uintptr_t at)
+{
+    size_t o = ((at + MT_DLFO_ALIGN - 1) & ~(uintptr_t)(MT_DLFO_ALIGN - 1)) - at;
+    if (o + MT_DLFO_HEADER + MT_DLFO_ENTRY > len) return len;
+    const uintptr_t *h = w + o / sizeof *w, *e = h + MT_DLFO_HEADER / sizeof *w;
+    size_t size = h[2], allocated = h[3];
+    if (h[1] != at || !size || size > allocated ||
+        allocated > (len - o - MT_DLFO_HEADER) / MT_DLFO_ENTRY)
+        return len;
+    struct dl_find_object found;
+    if (_dl_find_object((void *)e[0], &found) != 0 || (uintptr_t)found.dlfo_map_start != e[0] ||
+        (uintptr_t)found.dlfo_map_end != e[1] || (uintptr_t)found.dlfo_link_map != e[2])
+        return len;
+    return o + MT_DLFO_HEADER + size * MT_DLFO_ENTRY;
+}
+
 /* The words of p, a copy of len bytes from address at. */
 static void scan_words(struct ctx *c, const void *p, size_t len, uintptr_t at)
 {
@@ -341,7 +364,10 @@ static void drain(struct ctx *c)
         size_t at = 0, j = 0;
         for (; j < k && at + local[j].iov_len <= got; at += local[j++].iov_len) {
             c->self = idx[j];
-            scan_words(c, local[j].iov_base, local[j].iov_len, (uintptr_t)remote[j].iov_base);
+            scan_words(
+                c, local[j].iov_base,
+                pointer_bytes(local[j].iov_base, local[j].iov_len, (uintptr_t)remote[j].iov_base),
+                (uintptr_t)remote[j].iov_base);
             c->r->block_bytes += local[j].iov_len;
         }
         c->self = MT_SNAPSHOT_NONE;
