@@ -12,11 +12,10 @@
 
 #include "platform.h"
 
-enum { DW_EH_PE_omit = 0xff, DW_EH_PE_indirect = 0x80 };
+enum { DW_EH_PE_indirect = 0x80 };
 
-/* What a row says of a frame. */
+/* What a row says of a frame. A free cache slot is a row of pc 0, which no return address is. */
 enum how {
-    HOW_EMPTY = 0, /* a free cache slot */
     HOW_STEP,      /* step by the row's rules */
     HOW_LAST,      /* the return address is undefined: the outermost frame */
     HOW_NO_OBJECT, /* in no loaded object (JIT code): never cached, an object may come there */
@@ -33,7 +32,8 @@ struct row {
     uint8_t how, cfa_on_rbp, rbp_rule;
 };
 
-#define ROWS 1024
+#define ROWS_BITS 10
+#define ROWS (1 << ROWS_BITS)
 
 struct mt_cfi_rows {
     unsigned generation; /* of the unloads when the rows were filled */
@@ -213,13 +213,10 @@ static void set_rule(struct state *s, uint64_t reg, uint8_t rule, int64_t off, u
 
 static void restore_rule(struct state *s, uint64_t reg, const struct state *init, uint64_t ra_reg)
 {
-    if (reg == MT_DWARF_RBP) {
-        s->rbp = init->rbp;
-        s->rbp_off = init->rbp_off;
-    } else if (reg == ra_reg) {
-        s->ra = init->ra;
-        s->ra_off = init->ra_off;
-    }
+    if (reg == MT_DWARF_RBP)
+        set_rule(s, reg, init->rbp, init->rbp_off, ra_reg);
+    else if (reg == ra_reg)
+        set_rule(s, reg, init->ra, init->ra_off, ra_reg);
 }
 
 #define STATES 8
@@ -430,7 +427,7 @@ static struct row find_row(uintptr_t pc)
 static inline struct row row_for(struct mt_cfi_rows *rows, uintptr_t pc)
 {
     if (!rows) return find_row(pc);
-    struct row *r = &rows->row[(pc * 0x9E3779B97F4A7C15ull) >> 54];
+    struct row *r = &rows->row[(pc * 0x9E3779B97F4A7C15ull) >> (64 - ROWS_BITS)];
     if (r->pc == pc) return *r;
     struct row found = find_row(pc);
     if (found.how != HOW_NO_OBJECT) *r = found;
