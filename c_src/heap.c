@@ -31,6 +31,8 @@ struct arena {
 struct walk {
     struct mt_heap *h;
     const struct mt_maps *maps;
+    const struct mt_world *world;
+    uintptr_t self_sp;
     pid_t pid;
     int direct;
     struct arena a; /* the arena being walked */
@@ -358,15 +360,40 @@ static int in_walked_heap(const struct walk *w, uintptr_t lo, uintptr_t hi)
     return 0;
 }
 
-struct own_overlap {
+/* Whether [lo, hi) lies inside one region of mtrace's own (mem.h's, the reserved ones too, whose
+ * counters and ids can look like a chunk's header). */
+struct own_cover {
     uintptr_t lo, hi;
-    int hit;
+    int covered;
 };
 
-static void own_overlaps(uintptr_t lo, uintptr_t hi, void *arg)
+static void own_covers(uintptr_t lo, uintptr_t hi, void *arg)
 {
-    struct own_overlap *o = arg;
-    if (lo < o->hi && hi > o->lo) o->hit = 1;
+    struct own_cover *o = arg;
+    if (lo <= o->lo && o->hi <= hi) o->covered = 1;
+}
+
+static int own(uintptr_t lo, uintptr_t hi)
+{
+    struct own_cover o = {lo, hi, 0};
+    mt_mem_each_own(own_covers, &o);
+    return o.covered;
+}
+
+/* A thread's stack (a mapping that holds a stopped thread's stack pointer or alternate signal
+ * stack, or the caller's stack pointer): glibc puts no chunk there, and dead frames and saved
+ * registers may hold copies of a chunk's header. A chunk glibc mapped next to a stack may share
+ * its mapping: it goes uncounted (mmapped_missing), which leaves its memory a root. */
+static int a_stack(const struct walk *w, const struct mt_mapping *m)
+{
+    if (w->self_sp >= m->lo && w->self_sp < m->hi) return 1;
+    for (size_t i = 0; w->world && i < w->world->n; i++) {
+        const struct mt_world_thread *t = &w->world->t[i];
+        if (t->stopped &&
+            ((t->sp >= m->lo && t->sp < m->hi) || (t->altstack >= m->lo && t->altstack < m->hi)))
+            return 1;
+    }
+    return 0;
 }
 
 /* mmapped chunks: page-aligned headers with the mmapped flag alone, in anonymous mappings. A
@@ -376,10 +403,9 @@ static void find_mmapped(struct walk *w)
     struct mt_mapping m;
     unsigned char vec[4096];
     for (size_t at = 0; mt_maps_next(w->maps, &at, &m);) {
-        if (!m.readable || !m.writable || m.path_len || in_walked_heap(w, m.lo, m.hi)) continue;
-        struct own_overlap o = {m.lo, m.hi, 0};
-        mt_mem_each(own_overlaps, &o);
-        if (o.hit) continue;
+        if (!m.readable || !m.writable || m.path_len || in_walked_heap(w, m.lo, m.hi) ||
+            own(m.lo, m.hi) || a_stack(w, &m))
+            continue;
         for (uintptr_t p = m.lo; p < m.hi;) {
             size_t pages = (m.hi - p) / MT_PAGE;
             if (pages > sizeof vec) pages = sizeof vec;
@@ -390,7 +416,7 @@ static void find_mmapped(struct walk *w)
                 if (!(vec[i] & 1) || word(page) != 0) continue;
                 uintptr_t head = word(page + 8), size = head & ~(uintptr_t)MT_CHUNK_FLAGS;
                 if ((head & MT_CHUNK_FLAGS) != MT_CHUNK_MMAPPED || !size || size % MT_PAGE ||
-                    size > m.hi - page)
+                    size > m.hi - page || own(page, page + MT_CHUNK_HDR))
                     continue;
                 if (w->nused < w->cap)
                     w->used[w->nused++] = (struct mt_heap_chunk){page | MT_CHUNK_MMAPPED, size};
@@ -430,7 +456,8 @@ static const char *mmapped_mismatch(const struct mt_heap *h, size_t n, uint64_t 
     return text;
 }
 
-int mt_heap_walk(struct mt_heap *h, const struct mt_maps *maps)
+int mt_heap_walk(struct mt_heap *h, const struct mt_maps *maps, const struct mt_world *world,
+                 uintptr_t self_sp)
 {
     *h = (struct mt_heap){.version = h->version}; /* a walk tried again starts afresh */
     /* The main arena found before: while it is locked, its bins may be half linked, and its
@@ -441,7 +468,7 @@ int mt_heap_walk(struct mt_heap *h, const struct mt_maps *maps)
     }
     struct walk *w = mt_mem_map(sizeof *w);
     if (!w) return -1;
-    *w = (struct walk){.h = h, .maps = maps, .pid = getpid()};
+    *w = (struct walk){.h = h, .maps = maps, .world = world, .self_sp = self_sp, .pid = getpid()};
     int err = EINVAL;
     const char *why = find_main(w);
     if (why) goto refused;

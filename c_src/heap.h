@@ -11,7 +11,8 @@
  * are followed from the arenas, tcaches from each chunk that proves to be a thread's tcache (its
  * lists lead, by safe-linked pointers, to chunks of their bin's size that all carry one nonzero
  * key, the process's tcache key, and end where its counts say). mmapped chunks are found in
- * anonymous mappings, and may not exceed glibc's own count and bytes of them; fewer found (seen
+ * anonymous mappings (not mtrace's own, not a thread's stack: their words can look like a
+ * chunk's header), and may not exceed glibc's own count and bytes of them; fewer found (seen
  * in a busy node of OTP 27: 24 of 27) leaves h->mmapped_missing set, and the blocks in them
  * unknown: a reader keeps the records it cannot place rather than call them freed.
  *
@@ -43,6 +44,7 @@
 #include <stdint.h>
 
 #include "proc.h"
+#include "world.h"
 
 /* A block in use (addr: the address malloc returned; size: malloc_usable_size), or a free
  * chunk (addr: the chunk's start, size: its whole size). */
@@ -66,7 +68,10 @@ struct mt_heap {
 };
 
 int mt_heap_prepare(struct mt_heap *h);
-int mt_heap_walk(struct mt_heap *h, const struct mt_maps *maps);
+/* world: the stopped threads (NULL: none), and self_sp a stack pointer of the caller's: the
+ * mappings that hold their stacks hold no chunk, and are not looked at for mmapped ones. */
+int mt_heap_walk(struct mt_heap *h, const struct mt_maps *maps, const struct mt_world *world,
+                 uintptr_t self_sp);
 void mt_heap_drop(struct mt_heap *h);
 
 /* The free chunk (or top chunk, fastbin or tcache entry) that holds address a, or NULL. */

@@ -30,13 +30,26 @@ void *mt_mem_map(size_t len)
     return p;
 }
 
+/* A reserved region's first 64 bytes: the region reserved before it, and its length. */
+struct reserved {
+    struct reserved *next;
+    size_t len;
+};
+static struct reserved *reserved;
+
 void *mt_mem_reserve(size_t len)
 {
     int e = errno;
-    void *p =
-        mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    struct reserved *r = mmap(NULL, len + 64, PROT_READ | PROT_WRITE,
+                              MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     errno = e;
-    return p == MAP_FAILED ? NULL : p;
+    if (r == MAP_FAILED) return NULL;
+    r->len = len + 64;
+    r->next = __atomic_load_n(&reserved, __ATOMIC_RELAXED);
+    while (
+        !__atomic_compare_exchange_n(&reserved, &r->next, r, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+        ;
+    return (char *)r + 64;
 }
 
 void mt_mem_unmap(void *p, size_t len)
@@ -59,6 +72,13 @@ void mt_mem_each(void (*fn)(uintptr_t lo, uintptr_t hi, void *arg), void *arg)
         size_t len = __atomic_load_n(&regions[i].len, __ATOMIC_ACQUIRE);
         if (lo && len) fn(lo, lo + len, arg);
     }
+}
+
+void mt_mem_each_own(void (*fn)(uintptr_t lo, uintptr_t hi, void *arg), void *arg)
+{
+    mt_mem_each(fn, arg);
+    for (const struct reserved *r = __atomic_load_n(&reserved, __ATOMIC_ACQUIRE); r; r = r->next)
+        fn((uintptr_t)r, (uintptr_t)r + r->len, arg);
 }
 
 size_t mt_mem_forgotten(void)

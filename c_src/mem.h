@@ -25,12 +25,18 @@
 void *mt_mem_map(size_t len);
 void mt_mem_unmap(void *p, size_t len);
 
-/* Memory that holds no block address (return addresses, stack slots, ids): zeroed, reserved
- * (MAP_NORESERVE), not remembered, so that no scan need skip it; NULL when it cannot be mapped. */
+/* Memory that holds no block address (return addresses, stack slots, ids, counters) and is
+ * never unmapped: zeroed, reserved (MAP_NORESERVE), 64-byte aligned, left out of
+ * mt_mem_each() (so that the reachability scan need not skip it) but listed by
+ * mt_mem_each_own() (its counters and ids can look like a chunk's header to the heap walk); NULL
+ * when it cannot be mapped. Any number of them: each carries the link to the one before. */
 void *mt_mem_reserve(size_t len);
 
 /* Calls fn on every remembered region [lo, hi). */
 void mt_mem_each(void (*fn)(uintptr_t lo, uintptr_t hi, void *arg), void *arg);
+
+/* Calls fn on every region of mtrace's own: the remembered ones, then the reserved ones. */
+void mt_mem_each_own(void (*fn)(uintptr_t lo, uintptr_t hi, void *arg), void *arg);
 
 /* Mappings made when the list was full: not remembered. */
 size_t mt_mem_forgotten(void);

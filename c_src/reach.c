@@ -560,7 +560,7 @@ static int stop_and_walk(struct ctx *c, struct mt_world *world, struct mt_heap *
         if (mt_world_stop(world) != 0) return -1;
         if (!walk) return 0;
         if (mt_maps_read(&c->maps) != 0) return 0;
-        if (mt_heap_walk(heap, &c->maps) == 0) {
+        if (mt_heap_walk(heap, &c->maps, world, (uintptr_t)__builtin_frame_address(0)) == 0) {
             c->r->heap_walked = 1;
             return 0;
         }

@@ -12,13 +12,13 @@
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
-#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "account.h"
 #include "config.h"
+#include "mem.h"
 #include "stack.h"
 
 #define MT_KIND_NAME(name, kind) [kind] = #name,
@@ -78,10 +78,10 @@ static struct block *claim_block(void)
             break;
     }
     if (!b) {
-        size_t page = (size_t)sysconf(_SC_PAGESIZE), per = page / sizeof *b;
-        struct block *fresh =
-            mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (fresh == MAP_FAILED) return NULL;
+        /* a page with the reservation's own 64 bytes */
+        size_t len = (size_t)sysconf(_SC_PAGESIZE) - 64, per = len / sizeof *b;
+        struct block *fresh = mt_mem_reserve(len);
+        if (!fresh) return NULL;
         fresh[0].owned = 1;
         for (size_t i = 0; i + 1 < per; i++)
             fresh[i].next = &fresh[i + 1];

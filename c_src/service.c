@@ -10,7 +10,6 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -20,6 +19,7 @@
 #include "config.h"
 #include "csv.h"
 #include "hooks.h"
+#include "mem.h"
 #include "recorder.h"
 #include "report.h"
 #include "stack.h"
@@ -61,9 +61,7 @@ static void name_program(void)
 
 static struct mt_tally *new_base(void)
 {
-    void *p = mmap(NULL, (mt_config.stacks + 1) * sizeof(struct mt_tally), PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    return p == MAP_FAILED ? NULL : p;
+    return mt_mem_reserve((mt_config.stacks + 1) * sizeof(struct mt_tally));
 }
 
 /* Unlinks path if it still names the file made, not one put in its place since. */

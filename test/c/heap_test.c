@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "../../c_src/heap.h"
+#include "../../c_src/mem.h"
 
 static int passed, failed;
 
@@ -130,7 +131,7 @@ static int walk(struct mt_heap *h)
     struct mt_maps maps;
     if (mt_maps_read(&maps) != 0) return -1;
     int rc = mt_heap_prepare(h);
-    if (rc == 0) rc = mt_heap_walk(h, &maps);
+    if (rc == 0) rc = mt_heap_walk(h, &maps, NULL, (uintptr_t)__builtin_frame_address(0));
     mt_maps_drop(&maps);
     return rc;
 }
@@ -270,6 +271,68 @@ static void forked(void)
     check(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the forked child's walk");
 }
 
+/* Words shaped like an mmapped chunk's header (a page that starts with 0, then a page-multiple
+ * size with the mmapped flag alone) where glibc puts no chunk: mtrace's reserved memory (a
+ * thread's counters can read so), a stopped thread's dead frames. Each would be one chunk more
+ * than glibc counts, and the walk refused. */
+#define LOOK_ALIKE ((size_t)0x60000 | 2)
+
+static pthread_barrier_t stack_ready, stack_done;
+static uintptr_t stack_sp;
+
+static void *stack_look_alike(void *arg)
+{
+    (void)arg;
+    volatile size_t frame[(0x60000 + 8192) / sizeof(size_t)];
+    uintptr_t page = ((uintptr_t)frame + 4095) & ~(uintptr_t)4095;
+    memset((void *)frame, 1, sizeof frame);
+    ((volatile size_t *)page)[0] = 0;
+    ((volatile size_t *)page)[1] = LOOK_ALIKE;
+    stack_sp = (uintptr_t)__builtin_frame_address(0);
+    pthread_barrier_wait(&stack_ready);
+    pthread_barrier_wait(&stack_done);
+    return NULL;
+}
+
+static void look_alikes(void)
+{
+    size_t *own = mt_mem_reserve(2 << 20);
+    size_t *page = (size_t *)(((uintptr_t)own + 4095) & ~(uintptr_t)4095) + 512;
+    page[0] = 0;
+    page[1] = LOOK_ALIKE;
+    compare("a chunk's look-alike in mtrace's reserved memory");
+
+    pthread_t t;
+    pthread_barrier_init(&stack_ready, NULL, 2);
+    pthread_barrier_init(&stack_done, NULL, 2);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 4 << 20);
+    pthread_create(&t, &attr, stack_look_alike, NULL);
+    pthread_barrier_wait(&stack_ready);
+    struct mt_world_thread stopped = {.tid = 1, .stopped = 1, .sp = stack_sp};
+    struct mt_world world = {.t = &stopped, .n = 1, .stopped = 1};
+    struct mt_maps maps;
+    struct mt_heap h;
+    int rc = mt_maps_read(&maps);
+    if (rc == 0) rc = mt_heap_prepare(&h);
+    if (rc == 0) rc = mt_heap_walk(&h, &maps, &world, (uintptr_t)__builtin_frame_address(0));
+    struct mallinfo2 mi = mallinfo2();
+    char line[256];
+    snprintf(line, sizeof line,
+             "a chunk's look-alike in a stopped thread's stack: walked (%s), %zu mmapped of %zu",
+             rc == 0     ? "yes"
+             : h.refused ? h.refused
+                         : "no",
+             rc == 0 ? h.mmapped : 0, mi.hblks);
+    check(rc == 0 && h.mmapped == mi.hblks, line);
+    if (rc == 0) mt_heap_drop(&h);
+    mt_maps_drop(&maps);
+    pthread_barrier_wait(&stack_done);
+    pthread_join(t, NULL);
+    pthread_attr_destroy(&attr);
+}
+
 /* The main arena found through a chunk freed to the unsorted bin, whose back link is the bin. */
 static void corrupted(void)
 {
@@ -304,6 +367,7 @@ int main(void)
     single_thread_places();
     threads();
     forked();
+    look_alikes();
     corrupted();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
