@@ -547,9 +547,37 @@ static ERL_NIF_TERM root_of(ErlNifEnv *env, const struct mt_reach *r, size_t i)
     return memory_root(env, r, via);
 }
 
-/* why(address) -> {root, [{address, size, stack_id | nil, offset | nil}]}, the chain from the
- * root to the block that holds address (each block with the offset of its pointer to the next);
- * nil for a lost block; not_a_block; or leaks()'s refusals. */
+/* The chain from a root to snapshot record i: {root, [{address, size, stack_id | nil,
+ * offset | nil}]}, each block with the offset of its pointer to the next; nil when i was not
+ * reached; 0 when out of memory. */
+static ERL_NIF_TERM path_of(ErlNifEnv *env, const struct mt_reach *r, size_t i)
+{
+    size_t n = mt_reach_path(r, i, NULL, 0);
+    if (!n) return atom_nil;
+    size_t *chain = enif_alloc(n * sizeof *chain);
+    ERL_NIF_TERM *links = enif_alloc(n * sizeof *links), result = 0;
+    if (chain && links) {
+        mt_reach_path(r, i, chain, n);
+        /* from the root outwards: chain[n - 1] first */
+        for (size_t k = 0; k < n; k++) {
+            const struct mt_record *b = &r->snap.rec[chain[n - 1 - k]];
+            ERL_NIF_TERM t[4] = {
+                enif_make_uint64(env, b->addr), enif_make_uint64(env, b->size),
+                b->stack == MT_SNAPSHOT_UNRECORDED ? atom_nil : enif_make_uint64(env, b->stack),
+                k + 1 < n ? enif_make_uint64(env, r->via[chain[n - 2 - k]] - b->addr) : atom_nil};
+            links[k] = enif_make_tuple_from_array(env, t, 4);
+        }
+        ERL_NIF_TERM pair[2] = {root_of(env, r, chain[n - 1]),
+                                enif_make_list_from_array(env, links, (unsigned)n)};
+        result = enif_make_tuple_from_array(env, pair, 2);
+    }
+    enif_free(chain);
+    enif_free(links);
+    return result;
+}
+
+/* why(address) -> path_of() the block that holds address; nil for a lost block; not_a_block; or
+ * leaks()'s refusals. */
 static ERL_NIF_TERM why(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     ErlNifUInt64 addr;
@@ -565,40 +593,79 @@ static ERL_NIF_TERM why(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         return enif_raise_exception(env, atom_enomem);
     }
     ERL_NIF_TERM result = refusal(env, &r);
-    if (result) {
-        mt_reach_drop(&r);
-        mt_guard_release();
-        return result;
+    if (!result) {
+        size_t i = mt_snapshot_find(&r.snap, masked ^ MT_REACH_MASK);
+        result = i == MT_SNAPSHOT_NONE ? enif_make_atom(env, "not_a_block") : path_of(env, &r, i);
     }
-    size_t i = mt_snapshot_find(&r.snap, masked ^ MT_REACH_MASK);
-    size_t n = i == MT_SNAPSHOT_NONE ? 0 : mt_reach_path(&r, i, NULL, 0);
-    size_t *chain = n ? enif_alloc(n * sizeof *chain) : NULL;
-    ERL_NIF_TERM *links = n ? enif_alloc(n * sizeof *links) : NULL;
-    if (i == MT_SNAPSHOT_NONE) {
-        result = enif_make_atom(env, "not_a_block");
-    } else if (!n) {
-        result = atom_nil;
-    } else if (!chain || !links) {
-        result = 0;
-    } else {
-        mt_reach_path(&r, i, chain, n);
-        /* from the root outwards: chain[n - 1] first */
-        for (size_t k = 0; k < n; k++) {
-            const struct mt_record *b = &r.snap.rec[chain[n - 1 - k]];
-            ERL_NIF_TERM t[4] = {
-                enif_make_uint64(env, b->addr), enif_make_uint64(env, b->size),
-                b->stack == MT_SNAPSHOT_UNRECORDED ? atom_nil : enif_make_uint64(env, b->stack),
-                k + 1 < n ? enif_make_uint64(env, r.via[chain[n - 2 - k]] - b->addr) : atom_nil};
-            links[k] = enif_make_tuple_from_array(env, t, 4);
-        }
-        ERL_NIF_TERM pair[2] = {root_of(env, &r, chain[n - 1]),
-                                enif_make_list_from_array(env, links, (unsigned)n)};
-        result = enif_make_tuple_from_array(env, pair, 2);
-    }
-    enif_free(chain);
-    enif_free(links);
     mt_reach_drop(&r);
     mt_guard_release();
+    return result ? result : enif_raise_exception(env, atom_enomem);
+}
+
+static int by_id(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* whys(stack_ids) -> [{stack_id, path_of() | nil}]: for each stack, the chain that keeps its
+ * oldest reachable block, from one mark; nil when the mark reached none of its blocks. No address
+ * is hidden: the caller holds none. */
+static ERL_NIF_TERM whys(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    unsigned len;
+    (void)argc;
+    if (!enif_get_list_length(env, argv[0], &len)) return enif_make_badarg(env);
+    uint32_t *ids = enif_alloc((len + 1) * sizeof *ids);
+    size_t *oldest = enif_alloc((len + 1) * sizeof *oldest);
+    if (!ids || !oldest) {
+        enif_free(ids);
+        enif_free(oldest);
+        return enif_raise_exception(env, atom_enomem);
+    }
+    ERL_NIF_TERM list = argv[0], head;
+    for (unsigned k = 0; enif_get_list_cell(env, list, &head, &list); k++) {
+        ErlNifUInt64 id;
+        if (!enif_get_uint64(env, head, &id) || id >= MT_SNAPSHOT_UNRECORDED) {
+            enif_free(ids);
+            enif_free(oldest);
+            return enif_make_badarg(env);
+        }
+        ids[k] = (uint32_t)id;
+    }
+    qsort(ids, len, sizeof *ids, by_id);
+    mt_guard_hold();
+    struct mt_reach r;
+    if (mt_reach_paths(&r, 0) != 0) {
+        mt_guard_release();
+        enif_free(ids);
+        enif_free(oldest);
+        return enif_raise_exception(env, atom_enomem);
+    }
+    for (unsigned k = 0; k < len; k++)
+        oldest[k] = MT_SNAPSHOT_NONE;
+    for (size_t i = 0; i < r.snap.heap; i++) {
+        const struct mt_record *b = &r.snap.rec[i];
+        const uint32_t *at = b->stack == MT_SNAPSHOT_UNRECORDED || r.state[i] != MT_REACH_REACHABLE
+                                 ? NULL
+                                 : bsearch(&b->stack, ids, len, sizeof *ids, by_id);
+        size_t *o = at ? &oldest[at - ids] : NULL;
+        if (o && (*o == MT_SNAPSHOT_NONE || b->time_ns < r.snap.rec[*o].time_ns)) *o = i;
+    }
+    ERL_NIF_TERM *pairs = enif_alloc((len + 1) * sizeof *pairs), result = 0;
+    unsigned k = 0;
+    for (; pairs && k < len; k++) {
+        ERL_NIF_TERM path = oldest[k] == MT_SNAPSHOT_NONE ? atom_nil : path_of(env, &r, oldest[k]);
+        if (!path) break;
+        ERL_NIF_TERM pair[2] = {enif_make_uint64(env, ids[k]), path};
+        pairs[k] = enif_make_tuple_from_array(env, pair, 2);
+    }
+    if (pairs && k == len) result = enif_make_list_from_array(env, pairs, len);
+    mt_reach_drop(&r);
+    mt_guard_release();
+    enif_free(ids);
+    enif_free(oldest);
+    enif_free(pairs);
     return result ? result : enif_raise_exception(env, atom_enomem);
 }
 
@@ -976,6 +1043,7 @@ static ErlNifFunc funcs[] = {
     {"attach_nif", 1, attach_nif, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"detach_nif", 0, detach_nif, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"why_nif", 1, why, ERL_NIF_DIRTY_JOB_CPU_BOUND},
+    {"whys_nif", 1, whys, ERL_NIF_DIRTY_JOB_CPU_BOUND},
 };
 
 ERL_NIF_INIT(Elixir.Mtrace.Nif, funcs, load, NULL, upgrade, NULL)

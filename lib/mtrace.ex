@@ -86,7 +86,11 @@ defmodule Mtrace do
   @type leaks_option ::
           {:demangle, boolean()} | {:blocks, boolean()} | block_filter() | cluster_option()
   @type top_option ::
-          {:demangle, boolean()} | {:group, group()} | block_filter() | cluster_option()
+          {:demangle, boolean()}
+          | {:group, group()}
+          | {:why, boolean()}
+          | block_filter()
+          | cluster_option()
   @type diff_option ::
           {:demangle, boolean()} | {:group, group()} | stack_filter() | cluster_option()
   @type watch_option ::
@@ -389,16 +393,18 @@ defmodule Mtrace do
     opts = Options.validate!(:why, "Mtrace.why/2", opts)
 
     case Nif.why_nif(address) |> complete!() do
-      :not_a_block ->
-        {:error, :not_a_block}
+      :not_a_block -> {:error, :not_a_block}
+      path -> [path] |> paths(opts[:demangle]) |> hd()
+    end
+  end
 
-      nil ->
-        nil
+  # The NIF's chains ({root, links}, or nil) as Mtrace.Path structs, their stacks named at once.
+  defp paths(chains, demangle) do
+    ids = for {_, links} <- chains, {_, _, id, _} <- links, id != nil, uniq: true, do: id
+    stacks = Sites.stacks(ids, demangle)
 
-      {root, links} ->
-        ids = for {_, _, id, _} <- links, id != nil, uniq: true, do: id
-        stacks = Sites.stacks(ids, opts[:demangle])
-
+    for chain <- chains do
+      with {root, links} <- chain do
         %Mtrace.Path{
           root: path_root(root),
           links:
@@ -406,6 +412,7 @@ defmodule Mtrace do
               %{address: a, size: size, offset: offset, stack: Map.get(stacks, id, [])}
             end
         }
+      end
     end
   end
 
@@ -473,6 +480,10 @@ defmodule Mtrace do
     * `:min_age`, `:max_age`, `:min_size`, `:library`, `:function`, `:erlang`, `:since` - as in
       `olds/2` (`:function` also takes a `Regex`).
     * `:demangle` - default `true`.
+    * `:why` - when `true`, each site's `why` says what keeps its oldest reachable block (a
+      `Mtrace.Path`, as `why/2` answers): the answer to "this site keeps growing but is not
+      lost: who holds it?". One mark for all the sites, which stops the threads as `leaks/1`
+      does. Default `false`.
     * `:nodes` - ask these nodes over distribution (this one too, when listed): the answer is
       a map of each node to its result or to `{:error, reason}`, `reason` being
       `:not_preloaded`, `:no_mtrace` (mtrace is not loaded there), `:timeout`, `:noconnection`
@@ -484,6 +495,10 @@ defmodule Mtrace do
       Mtrace.top(5, library: "my_nif", group: :function)
       #=> [%Mtrace.Site{bytes: 40960, blocks: 10, stack: [..., %Mtrace.Frame{function: "cache_put"}],
       #      paths: [%Mtrace.Site{...}, ...]}, ...]
+
+      [%Mtrace.Site{why: path} | _] = Mtrace.top(1, why: true)
+      path
+      #=> #Mtrace.Path<static my_nif.so:cache+8 -> 0x55D0C3A1F2A0 (4096 B cache_put (cache.c:31))>
 
       Mtrace.top(5, group: :erlang)
       #=> [%Mtrace.Site{bytes: 40960, blocks: 10,
@@ -509,7 +524,9 @@ defmodule Mtrace do
 
   defp top_here(n, opts) do
     {_now, rows} = Nif.sites_nif(Options.filter(opts), Options.no_limit()) |> preloaded!()
-    stacks = Sites.stacks(Enum.map(rows, &elem(&1, 0)), opts[:demangle])
+    ids = Enum.map(rows, &elem(&1, 0))
+    stacks = Sites.stacks(ids, opts[:demangle])
+    whys = if opts[:why], do: whys(ids, opts[:demangle]), else: %{}
     estimated = estimated()
 
     rows
@@ -519,13 +536,23 @@ defmodule Mtrace do
         blocks: blocks,
         oldest_age: oldest / 1.0e9,
         stack: stacks[id],
-        estimated: estimated
+        estimated: estimated,
+        why: whys[id]
       }
     end)
     |> Sites.matching_regex(opts)
     |> Sites.group(opts[:group], opts[:library])
     |> Sites.by_size()
     |> Enum.take(n)
+  end
+
+  # By stack id, the chain that keeps the stack's oldest reachable block, from one mark.
+  defp whys(ids, demangle) do
+    pairs = Nif.whys_nif(ids)
+
+    Map.new(
+      Enum.zip(Enum.map(pairs, &elem(&1, 0)), paths(Enum.map(pairs, &elem(&1, 1)), demangle))
+    )
   end
 
   @doc """

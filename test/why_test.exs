@@ -113,6 +113,47 @@ defmodule Mtrace.WhyTest do
              ~r/^#Mtrace.Path<static lost.so:chain_root\+0 -> 0x[0-9A-F]+ \(64 B chain_block/
   end
 
+  test "top/2 with why: true says what keeps each site's oldest reachable block, from one mark" do
+    # A stale word may give a chain as short from elsewhere (see exact_chains/0): one node of at
+    # most four must name both roots.
+    named =
+      Enum.find_value(1..4, fn _ ->
+        {plain_sites, without} =
+          in_node("""
+          #{@plain}
+          :ok = Lost.keep_static(3, 100)
+          _chain = Lost.keep_chain()
+          sites = Mtrace.top(10, why: true, library: "lost.so", min_age: 0)
+          names = fn stack -> stack |> Enum.take(2) |> Enum.map(& &1.function) end
+          {for(s <- sites, do: {names.(s.stack), s.blocks, plain.(s.why)}),
+           Enum.map(Mtrace.top(10, library: "lost.so", min_age: 0), & &1.why)}
+          """)
+
+        assert Enum.all?(without, &is_nil/1)
+        # keep_static's three blocks share a stack; keep_chain's three have one each
+        assert [{3, {_, static_links} = static}] = whys(plain_sites, "static_block")
+        assert [{1, _}, {1, _}, {1, _}] = chains = whys(plain_sites, "chain_block")
+        # each chain ends at a block of its own site
+        assert {_, 100, nil, ["malloc", "static_block"]} = List.last(static_links)
+
+        for {1, {_, links}} <- chains,
+            do: assert({_, 64, nil, ["malloc", "chain_block"]} = List.last(links))
+
+        match?({%{kind: :static, name: "kept_static"}, [_]}, static) and
+          Enum.map(chains, fn {1, {root, links}} -> {root[:name], length(links)} end)
+          |> Enum.sort() == [{"chain_root", 1}, {"chain_root", 2}, {"chain_root", 3}]
+      end)
+
+    assert named, "no node of four named kept_static and chain_root"
+
+    assert_raise ArgumentError, ~r/^Mtrace.top\/2: why must be true or false/, fn ->
+      Mtrace.top(1, why: :yes)
+    end
+  end
+
+  defp whys(plain_sites, function),
+    do: for({["malloc", ^function], blocks, why} <- plain_sites, do: {blocks, why})
+
   test "a lost block has no chain: nil, as leaks/1 finds it lost" do
     # One node of at most four must find the block lost (a stale word may keep it, see
     # leaks_test); in every node, why/2 and leaks/1 agree.

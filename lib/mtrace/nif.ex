@@ -88,4 +88,8 @@ defmodule Mtrace.Nif do
           | :not_a_block
           | refusal()
   def why_nif(_address), do: :erlang.nif_error(:not_loaded)
+
+  # For each stack id, why_nif/1's chain for its oldest reachable block, or nil, from one mark.
+  @spec whys_nif([non_neg_integer()]) :: [{non_neg_integer(), tuple() | nil}]
+  def whys_nif(_stack_ids), do: :erlang.nif_error(:not_loaded)
 end

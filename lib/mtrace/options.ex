@@ -23,7 +23,7 @@ defmodule Mtrace.Options do
   @defaults %{
     olds: [demangle: false] ++ @filters,
     leaks: [demangle: true, blocks: false] ++ Keyword.put(@filters, :min_age, 1) ++ @cluster,
-    top: [demangle: true, group: :stack] ++ @filters ++ @cluster,
+    top: [demangle: true, group: :stack, why: false] ++ @filters ++ @cluster,
     diff: [demangle: true, group: :stack] ++ Keyword.take(@filters, @by_stack) ++ @cluster,
     mark: @cluster,
     why: [demangle: true],
@@ -140,8 +140,9 @@ defmodule Mtrace.Options do
   def list_of?([head | tail], check), do: check.(head) and list_of?(tail, check)
   def list_of?(_value, _check), do: false
 
-  defp check!(_name, key, value) when key in [:demangle, :blocks, :leaks] and is_boolean(value),
-    do: value
+  defp check!(_name, key, value)
+       when key in [:demangle, :blocks, :leaks, :why] and is_boolean(value),
+       do: value
 
   defp check!(_name, :min_age, value) when is_number(value) and value >= 0, do: value
 

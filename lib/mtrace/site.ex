@@ -38,6 +38,11 @@ defmodule Mtrace.Site do
       later does not keep it), so a site that keeps its lost blocks is found by every scan after
       the first. Merged sites (`group:`) take the largest. `nil` elsewhere, and for blocks without
       a record, which no scan remembers.
+    * `:why` - with `why: true` (`Mtrace.top/2`): what keeps the site's oldest reachable block,
+      as `Mtrace.why/2` would answer for it (a `Mtrace.Path`), from one mark for all the sites;
+      `nil` when the mark reached none of the site's blocks (all of them lost, or, where the
+      scan cannot see every block, not known), and without the option. Merged sites (`group:`)
+      take the largest one's.
   """
 
   defstruct bytes: 0,
@@ -54,7 +59,8 @@ defmodule Mtrace.Site do
             address: nil,
             estimated: nil,
             contents: nil,
-            scans: nil
+            scans: nil,
+            why: nil
 
   @type t :: %__MODULE__{
           bytes: integer(),
@@ -71,7 +77,8 @@ defmodule Mtrace.Site do
           address: non_neg_integer() | nil,
           estimated: true | nil,
           contents: String.t() | nil,
-          scans: pos_integer() | nil
+          scans: pos_integer() | nil,
+          why: Mtrace.Path.t() | nil
         }
 end
 

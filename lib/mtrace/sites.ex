@@ -141,8 +141,11 @@ defmodule Mtrace.Sites do
     end
   end
 
+  # The merged site's why is its largest site's.
   defp sum(sites) do
-    Enum.reduce(sites, %Site{oldest_age: 0.0}, fn s, acc ->
+    %Site{why: why} = sites |> by_size() |> hd()
+
+    Enum.reduce(sites, %Site{oldest_age: 0.0, why: why}, fn s, acc ->
       %Site{
         acc
         | bytes: acc.bytes + s.bytes,
