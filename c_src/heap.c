@@ -318,27 +318,30 @@ static void follow_fastbins(struct walk *w)
 
 /* A candidate that proves to be a thread's tcache: every list leads to chunks of its bin's size
  * that all carry one key (the process's random tcache key: never zero, never learned from a
- * chunk of our own, since a thread whose tcache is shut down frees past it), and ends where its
- * count says (one off when the thread was stopped between linking an entry and counting it). An
- * empty one proves nothing and stays a block. */
+ * chunk of our own, since a thread whose tcache is shut down frees past it), and ends by its
+ * count (one past it when the thread was stopped between linking an entry and counting it; short
+ * of it in a thread stopped inside tcache_thread_shutdown, which moves each head on as it frees
+ * and counts nothing down). An empty one proves nothing and stays a block. One that fails after two
+ * entries that did validate counts as bad: its entries stay blocks, which only its safe-linked
+ * words point to. */
 static void follow_tcache(struct walk *w, uintptr_t c)
 {
     uint16_t counts[MT_TCACHE_BINS];
     uintptr_t heads[MT_TCACHE_BINS];
     memcpy(counts, (const void *)(c + 16), sizeof counts);
     memcpy(heads, (const void *)(c + 16 + MT_TCACHE_ENTRIES), sizeof heads);
-    size_t total = 0;
+    size_t total = 0, good = 0;
     uintptr_t key = 0;
     for (int i = 0; i < MT_TCACHE_BINS; i++) {
         size_t n = 0;
         for (uintptr_t e = heads[i]; e; n++) {
             const struct mt_heap_chunk *u = e % MT_CHUNK_ALIGN ? NULL : used_at(w, e - 16);
-            if (!u || u->size != (size_t)(i + 2) * 16 || n > (size_t)counts[i] + 1) return;
+            if (!u || u->size != (size_t)(i + 2) * 16 || n > (size_t)counts[i] + 1) goto failed;
             if (!key) key = word(e + MT_TCACHE_KEY);
-            if (!key || word(e + MT_TCACHE_KEY) != key) return;
+            if (!key || word(e + MT_TCACHE_KEY) != key) goto failed;
+            good++;
             e = mt_reveal(e, word(e));
         }
-        if (n + 1 < counts[i] || n > (size_t)counts[i] + 1) return;
         total += n;
     }
     if (!total) return;
@@ -351,6 +354,9 @@ static void follow_tcache(struct walk *w, uintptr_t c)
             w->h->tcached++;
             w->h->tcached_bytes += (size_t)(i + 2) * 16;
         }
+    return;
+failed:
+    if (good > 1) w->h->bad++; /* two entries with one key: a tcache, not a block's words */
 }
 
 static int in_walked_heap(const struct walk *w, uintptr_t lo, uintptr_t hi)

@@ -10,7 +10,7 @@
  * it sits in a fastbin or a thread's tcache (those look in use to their neighbours): fastbins
  * are followed from the arenas, tcaches from each chunk that proves to be a thread's tcache (its
  * lists lead, by safe-linked pointers, to chunks of their bin's size that all carry one nonzero
- * key, the process's tcache key, and end where its counts say). mmapped chunks are found in
+ * key, the process's tcache key, and end by their counts). mmapped chunks are found in
  * anonymous mappings (not mtrace's own, not a thread's stack: their words can look like a
  * chunk's header), and may not exceed glibc's own count and bytes of them; fewer found (seen
  * in a busy node of OTP 27: 24 of 27) leaves h->mmapped_missing set, and the blocks in them

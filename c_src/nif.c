@@ -418,6 +418,7 @@ static ERL_NIF_TERM leaks(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         {"unrecorded_blocks", enif_make_uint64(env, r.unrecorded)},
         {"missed_frees", enif_make_uint64(env, r.missed_frees)},
         {"mmapped_missing", enif_make_uint64(env, r.mmapped_missing)},
+        {"bad_chunks", enif_make_uint64(env, r.bad_chunks)},
     };
     ERL_NIF_TERM pair[2];
     pair[1] = map_of(env, info, sizeof info / sizeof info[0]);

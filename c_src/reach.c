@@ -600,6 +600,7 @@ static int take(struct ctx *c, const struct mt_heap *heap)
     if (mt_snapshot_take(&r->snap, MT_SNAPSHOT_BY_ADDRESS) != 0) return -1;
     if (!r->heap_walked) return 0;
     r->mmapped_missing = heap->mmapped_missing;
+    r->bad_chunks = heap->bad;
     return mt_snapshot_join_heap(&r->snap, heap, r->missed, MT_REACH_MISSED, &r->missed_frees,
                                  &r->unrecorded);
 }

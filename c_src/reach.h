@@ -96,6 +96,7 @@ struct mt_reach {
     struct mt_record missed[MT_REACH_MISSED]; /* the first of them, for mt_forget_missed() */
     size_t unrecorded;                        /* blocks known from the walk alone */
     size_t mmapped_missing; /* mmapped chunks glibc counts that the walk did not find */
+    size_t bad_chunks;      /* chunks or lists the walk could not validate (heap.h's bad) */
     /* mt_reach_paths() only (else NULL): by snapshot record, the block whose word marked it (or
      * MT_REACH_MEMORY, _REGISTER, _ALTSTACK), and the address of that word (see above); the
      * threads, the stopped ones in the world's order and then the caller, threads_noted of them */

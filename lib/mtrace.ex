@@ -253,8 +253,10 @@ defmodule Mtrace do
   `:unreadable_bytes`, `:live_blocks`, `:reachable_blocks` and `:reachable_bytes`;
   `:heap_walked` (whether glibc's heap was walked) and `:heap_refused` (why not, or `nil`),
   `:unrecorded_blocks` (live blocks known from the walk alone), `:missed_frees` (records whose
-  block the walk found free, taken out of the table) and `:mmapped_missing` (mmapped chunks glibc
-  counts that the walk did not find: pointers held only in them are not seen).
+  block the walk found free, taken out of the table), `:mmapped_missing` (mmapped chunks glibc
+  counts that the walk did not find: pointers held only in them are not seen) and `:bad_chunks`
+  (chunks or free lists the walk could not validate, as `heap/0` counts them: a thread's tcache
+  among them leaves its free chunks to look like lost blocks).
 
   ## Examples
 

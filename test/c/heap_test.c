@@ -20,6 +20,7 @@
 
 #include "../../c_src/heap.h"
 #include "../../c_src/mem.h"
+#include "../../c_src/platform.h"
 
 static int passed, failed;
 
@@ -333,6 +334,63 @@ static void look_alikes(void)
     pthread_attr_destroy(&attr);
 }
 
+/* A thread in glibc's tcache_thread_shutdown frees its entries one by one, moving each list's
+ * head on but not its count down. Stopped there, its tcache must still prove itself: else the
+ * entries still listed would be blocks that only safe-linked words point to, lost to a scan. */
+static pthread_barrier_t shut_ready, shut_done;
+static void *shut_entries[5];
+
+static void *fill_tcache(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 5; i++)
+        shut_entries[i] = __libc_malloc(24);
+    for (int i = 0; i < 5; i++)
+        __libc_free(shut_entries[i]);
+    pthread_barrier_wait(&shut_ready);
+    pthread_barrier_wait(&shut_done);
+    return NULL;
+}
+
+static void shutting_down(void)
+{
+    pthread_t t;
+    pthread_barrier_init(&shut_ready, NULL, 2);
+    pthread_barrier_init(&shut_done, NULL, 2);
+    pthread_create(&t, NULL, fill_tcache, NULL);
+    pthread_barrier_wait(&shut_ready);
+    /* the thread's tcache: the word that holds bin 0's head (the last entry freed), its count
+     * 128 bytes before, in the heap that holds the head */
+    uintptr_t head = (uintptr_t)shut_entries[4], *slot = NULL;
+    struct mt_maps maps;
+    struct mt_mapping m;
+    if (mt_maps_read(&maps) == 0) {
+        for (size_t at = 0; !slot && mt_maps_next(&maps, &at, &m);)
+            if (head >= m.lo && head < m.hi)
+                for (uintptr_t *p = (uintptr_t *)m.lo + 16; (uintptr_t)p < m.hi; p++)
+                    if (*p == head && *(uint16_t *)((char *)p - 128) >= 5) {
+                        slot = p;
+                        break;
+                    }
+        mt_maps_drop(&maps);
+    }
+    if (!slot) {
+        check(0, "a shutting-down tcache: the thread's tcache found");
+    } else {
+        /* two entries freed by the shutdown: out of the list, still chunks in use here */
+        uintptr_t second = mt_reveal(head, *(uintptr_t *)head);
+        *slot = mt_reveal(second, *(uintptr_t *)second);
+        keep((void *)head);
+        keep((void *)second);
+        compare("a tcache shutting down (two entries past their count)");
+        forget((void *)head);
+        forget((void *)second);
+        *slot = head;
+    }
+    pthread_barrier_wait(&shut_done);
+    pthread_join(t, NULL);
+}
+
 /* The main arena found through a chunk freed to the unsorted bin, whose back link is the bin. */
 static void corrupted(void)
 {
@@ -368,6 +426,7 @@ int main(void)
     threads();
     forked();
     look_alikes();
+    shutting_down();
     corrupted();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
