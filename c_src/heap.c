@@ -232,7 +232,10 @@ static void walk_range(struct walk *w, uintptr_t first, uintptr_t end, uintptr_t
         } else {
             if (!main != !!(head & MT_CHUNK_NON_MAIN)) w->h->bad++;
             if (w->nused < w->cap) w->used[w->nused++] = (struct mt_heap_chunk){c, size};
-            if (size == MT_TCACHE_CHUNK && w->ncand < w->cap_cand) w->cand[w->ncand++] = c;
+            /* malloc gives the whole of a free chunk whose remainder would be too small to
+             * split: a tcache may sit in a chunk up to MT_CHUNK_MIN - 16 bytes larger */
+            if (size - MT_TCACHE_CHUNK < MT_CHUNK_MIN && w->ncand < w->cap_cand)
+                w->cand[w->ncand++] = c;
         }
         c = next;
     }
@@ -386,12 +389,19 @@ static int own(uintptr_t lo, uintptr_t hi)
     return o.covered;
 }
 
-/* A thread's stack (a mapping that holds a stopped thread's stack pointer or alternate signal
- * stack, or the caller's stack pointer): glibc puts no chunk there, and dead frames and saved
- * registers may hold copies of a chunk's header. A chunk glibc mapped next to a stack may share
- * its mapping: it goes uncounted (mmapped_missing), which leaves its memory a root. */
-static int a_stack(const struct walk *w, const struct mt_mapping *m)
+/* A thread's stack: a mapping that holds a stopped thread's stack pointer or alternate signal
+ * stack, or the caller's stack pointer, or one that starts where an inaccessible anonymous
+ * mapping ends (glibc's thread stacks sit on their guard pages: those of threads that did not
+ * stop, and of exited ones in glibc's cache of stacks, too). glibc puts no chunk there, and dead
+ * frames and saved registers may hold copies of a chunk's header. A chunk glibc mapped next to
+ * such a mapping may share it, or sit right past a thread arena's inaccessible tail: it goes
+ * uncounted (mmapped_missing), which leaves its memory a root. */
+static int a_stack(const struct walk *w, const struct mt_mapping *m,
+                   const struct mt_mapping *before)
 {
+    if (before && before->hi == m->lo && !before->readable && !before->writable &&
+        !before->path_len)
+        return 1;
     if (w->self_sp >= m->lo && w->self_sp < m->hi) return 1;
     for (size_t i = 0; w->world && i < w->world->n; i++) {
         const struct mt_world_thread *t = &w->world->t[i];
@@ -406,11 +416,11 @@ static int a_stack(const struct walk *w, const struct mt_mapping *m)
  * memalign'd one keeps its first header at the mapping's start, spanning the whole mapping. */
 static void find_mmapped(struct walk *w)
 {
-    struct mt_mapping m;
+    struct mt_mapping m, before = {0};
     unsigned char vec[4096];
-    for (size_t at = 0; mt_maps_next(w->maps, &at, &m);) {
+    for (size_t at = 0; mt_maps_next(w->maps, &at, &m); before = m) {
         if (!m.readable || !m.writable || m.path_len || in_walked_heap(w, m.lo, m.hi) ||
-            own(m.lo, m.hi) || a_stack(w, &m))
+            own(m.lo, m.hi) || a_stack(w, &m, &before))
             continue;
         for (uintptr_t p = m.lo; p < m.hi;) {
             size_t pages = (m.hi - p) / MT_PAGE;

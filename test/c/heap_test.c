@@ -340,16 +340,43 @@ static void look_alikes(void)
 static pthread_barrier_t shut_ready, shut_done;
 static void *shut_entries[5];
 
+/* 200-byte blocks: tcache bin 11, which nothing else in the thread fills */
+enum { SHUT_SIZE = 200, SHUT_BIN = (SHUT_SIZE + 8 + 15) / 16 - 2 };
+
 static void *fill_tcache(void *arg)
 {
     (void)arg;
     for (int i = 0; i < 5; i++)
-        shut_entries[i] = __libc_malloc(24);
+        shut_entries[i] = __libc_malloc(SHUT_SIZE);
     for (int i = 0; i < 5; i++)
         __libc_free(shut_entries[i]);
     pthread_barrier_wait(&shut_ready);
     pthread_barrier_wait(&shut_done);
     return NULL;
+}
+
+/* The word of a tcache that holds its bin's head: head, with the bin's count and a chunk of a
+ * tcache's size around it, in any heap. */
+static uintptr_t *tcache_slot(uintptr_t head)
+{
+    uintptr_t *slot = NULL;
+    struct mt_maps maps;
+    struct mt_mapping m;
+    if (mt_maps_read(&maps) != 0) return NULL;
+    size_t before = MT_TCACHE_ENTRIES + 8 * SHUT_BIN;
+    for (size_t at = 0; !slot && mt_maps_next(&maps, &at, &m);) {
+        if (!m.readable || !m.writable ||
+            (m.path_len && !(m.path_len == 6 && !memcmp(m.path, "[heap]", 6))))
+            continue;
+        for (uintptr_t p = m.lo + before + 16; !slot && p < m.hi; p += 8) {
+            uintptr_t base = p - before;
+            if (*(uintptr_t *)p == head && *(uint16_t *)(base + 2 * SHUT_BIN) == 5 &&
+                (*(size_t *)(base - 8) & ~(size_t)7) - MT_TCACHE_CHUNK < MT_CHUNK_MIN)
+                slot = (uintptr_t *)p;
+        }
+    }
+    mt_maps_drop(&maps);
+    return slot;
 }
 
 static void shutting_down(void)
@@ -359,21 +386,7 @@ static void shutting_down(void)
     pthread_barrier_init(&shut_done, NULL, 2);
     pthread_create(&t, NULL, fill_tcache, NULL);
     pthread_barrier_wait(&shut_ready);
-    /* the thread's tcache: the word that holds bin 0's head (the last entry freed), its count
-     * 128 bytes before, in the heap that holds the head */
-    uintptr_t head = (uintptr_t)shut_entries[4], *slot = NULL;
-    struct mt_maps maps;
-    struct mt_mapping m;
-    if (mt_maps_read(&maps) == 0) {
-        for (size_t at = 0; !slot && mt_maps_next(&maps, &at, &m);)
-            if (head >= m.lo && head < m.hi)
-                for (uintptr_t *p = (uintptr_t *)m.lo + 16; (uintptr_t)p < m.hi; p++)
-                    if (*p == head && *(uint16_t *)((char *)p - 128) >= 5) {
-                        slot = p;
-                        break;
-                    }
-        mt_maps_drop(&maps);
-    }
+    uintptr_t head = (uintptr_t)shut_entries[4], *slot = tcache_slot(head);
     if (!slot) {
         check(0, "a shutting-down tcache: the thread's tcache found");
     } else {
@@ -422,11 +435,13 @@ int main(void)
     hold(malloc(24));
     drop(held[0]);
     compare("at start");
+    /* first: its thread then gets an arena of its own, whose tcache no earlier one has left
+     * words in */
+    shutting_down();
     single_thread_places();
     threads();
     forked();
     look_alikes();
-    shutting_down();
     corrupted();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
