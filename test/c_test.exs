@@ -30,8 +30,8 @@ defmodule Mtrace.CTest do
         {"report_test", [], 5},
         {"report_test_asan", [], 5},
         {"report_test_tsan", [{"MTRACE_UNWIND", "fp"}], 5},
-        {"heap_test", [], 22},
-        {"heap_test_ubsan", [], 22},
+        {"heap_test", [], 23},
+        {"heap_test_ubsan", [], 23},
         {"cfi_test", [], 5},
         {"cfi_test_asan", [], 5}
       ] do

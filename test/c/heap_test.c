@@ -357,7 +357,7 @@ static void *fill_tcache(void *arg)
 
 /* The word of a tcache that holds its bin's head: head, with the bin's count and a chunk of a
  * tcache's size around it, in any heap. */
-static uintptr_t *tcache_slot(uintptr_t head)
+static uintptr_t *tcache_slot(uintptr_t head, uint16_t count)
 {
     uintptr_t *slot = NULL;
     struct mt_maps maps;
@@ -370,13 +370,76 @@ static uintptr_t *tcache_slot(uintptr_t head)
             continue;
         for (uintptr_t p = m.lo + before + 16; !slot && p < m.hi; p += 8) {
             uintptr_t base = p - before;
-            if (*(uintptr_t *)p == head && *(uint16_t *)(base + 2 * SHUT_BIN) == 5 &&
+            if (*(uintptr_t *)p == head && *(uint16_t *)(base + 2 * SHUT_BIN) == count &&
                 (*(size_t *)(base - 8) & ~(size_t)7) - MT_TCACHE_CHUNK < MT_CHUNK_MIN)
                 slot = (uintptr_t *)p;
         }
     }
     mt_maps_drop(&maps);
     return slot;
+}
+
+/* A tcache in a chunk larger than its struct: malloc gives a free chunk whole when the remainder
+ * would be too small to split. In a forked child with one arena, a new thread's tcache is made
+ * from the only free chunk that fits, a 0x2a0 one kept apart by two blocks. */
+static pthread_barrier_t larger_go, larger_ready, larger_done;
+static void *larger_entries[3];
+
+static void *larger_thread(void *arg)
+{
+    (void)arg;
+    pthread_barrier_wait(&larger_go);
+    for (int i = 0; i < 3; i++)
+        larger_entries[i] = __libc_malloc(SHUT_SIZE);
+    for (int i = 0; i < 3; i++)
+        __libc_free(larger_entries[i]);
+    pthread_barrier_wait(&larger_ready);
+    pthread_barrier_wait(&larger_done);
+    return NULL;
+}
+
+static void larger_tcache(void)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        mallopt(M_ARENA_MAX, 1);
+        /* the thread made first: making it allocates (its thread-local storage) */
+        pthread_t t;
+        pthread_barrier_init(&larger_go, NULL, 2);
+        pthread_barrier_init(&larger_ready, NULL, 2);
+        pthread_barrier_init(&larger_done, NULL, 2);
+        pthread_create(&t, NULL, larger_thread, NULL);
+        /* no free chunk of either size left: each taken until one comes from the top chunk */
+        for (size_t n = 656; n >= 632; n -= 24)
+            for (size_t top = mallinfo2().keepcost; hold(malloc(n)), mallinfo2().keepcost == top;)
+                ;
+        /* seven 0x2a0 chunks fill this thread's tcache bin; the eighth goes to the arena (all
+         * volatile: gcc drops a malloc whose block is only freed) */
+        void *volatile fill[7];
+        for (int i = 0; i < 7; i++)
+            fill[i] = malloc(656);
+        hold(malloc(24));
+        void *volatile p = malloc(656);
+        hold(malloc(24));
+        for (int i = 0; i < 7; i++)
+            free(fill[i]);
+        free(p);
+        pthread_barrier_wait(&larger_go);
+        pthread_barrier_wait(&larger_ready);
+        uintptr_t *slot = tcache_slot((uintptr_t)larger_entries[2], 3);
+        size_t chunk = slot ? *(size_t *)((char *)slot - MT_TCACHE_ENTRIES - 8 * SHUT_BIN - 8) : 0;
+        char line[96];
+        snprintf(line, sizeof line, "a new thread's tcache made from a free 0x2a0 chunk (%#zx)",
+                 chunk & ~(size_t)7);
+        check((chunk & ~(size_t)7) == MT_TCACHE_CHUNK + 16, line);
+        compare("a tcache in a chunk larger than its struct");
+        pthread_barrier_wait(&larger_done);
+        pthread_join(t, NULL);
+        exit(failed ? 1 : 0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    check(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child with one arena");
 }
 
 static void shutting_down(void)
@@ -386,7 +449,7 @@ static void shutting_down(void)
     pthread_barrier_init(&shut_done, NULL, 2);
     pthread_create(&t, NULL, fill_tcache, NULL);
     pthread_barrier_wait(&shut_ready);
-    uintptr_t head = (uintptr_t)shut_entries[4], *slot = tcache_slot(head);
+    uintptr_t head = (uintptr_t)shut_entries[4], *slot = tcache_slot(head, 5);
     if (!slot) {
         check(0, "a shutting-down tcache: the thread's tcache found");
     } else {
@@ -435,8 +498,9 @@ int main(void)
     hold(malloc(24));
     drop(held[0]);
     compare("at start");
-    /* first: its thread then gets an arena of its own, whose tcache no earlier one has left
-     * words in */
+    /* first: before any thread, so that the child's arena limit is its own */
+    larger_tcache();
+    /* then: its thread gets an arena of its own, whose tcache no earlier one has left words in */
     shutting_down();
     single_thread_places();
     threads();
