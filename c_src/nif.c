@@ -6,9 +6,7 @@
  * with no slot held, so allocating threads never wait for it.
  */
 #define _GNU_SOURCE
-#include <link.h>
 #include <malloc.h>
-#include <pthread.h>
 #include <string.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -26,6 +24,7 @@
 #include "proc.h"
 #include "reach.h"
 #include "recorder.h"
+#include "roots.h"
 #include "snapshot.h"
 #include "stack.h"
 #include "symbols.h"
@@ -431,121 +430,47 @@ static ERL_NIF_TERM leaks(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     return enif_make_tuple_from_array(env, pair, 2);
 }
 
-/* The loaded objects' static TLS blocks, each at the same distance below every thread's thread
- * pointer: found from the calling thread's own (dl_iterate_phdr's dlpi_tls_data). A block of
- * dynamic TLS (an object loaded later, out of the static room) is a malloc block of its own. */
-#define TLS_OBJECTS 64
-struct tls_objects {
-    uintptr_t tp;
-    size_t n;
-    struct {
-        char path[256];
-        uintptr_t below, size;
-    } o[TLS_OBJECTS];
-};
-
-static int note_tls(struct dl_phdr_info *info, size_t size, void *arg)
-{
-    struct tls_objects *t = arg;
-    uintptr_t data = (uintptr_t)info->dlpi_tls_data;
-    (void)size;
-    if (!data || data >= t->tp || t->tp - data > ((uintptr_t)1 << 20) || t->n == TLS_OBJECTS)
-        return 0;
-    for (size_t i = 0; i < info->dlpi_phnum; i++)
-        if (info->dlpi_phdr[i].p_type == PT_TLS) {
-            size_t len = strnlen(info->dlpi_name, sizeof t->o[t->n].path - 1);
-            memcpy(t->o[t->n].path, info->dlpi_name, len);
-            t->o[t->n].path[len] = '\0';
-            t->o[t->n].below = t->tp - data;
-            t->o[t->n++].size = info->dlpi_phdr[i].p_memsz;
-        }
-    return 0;
-}
-
-/* {:tls, via, tid, path | nil, offset} when via lies in thread t's static TLS (path: the object,
- * offset: in its block) or its control block (nil, offset from the thread pointer); else 0. */
-static ERL_NIF_TERM tls_root(ErlNifEnv *env, const struct mt_reach_thread *t,
-                             const struct tls_objects *objects, uintptr_t via)
-{
-    ERL_NIF_TERM k[5] = {enif_make_atom(env, "tls"), enif_make_uint64(env, via),
-                         enif_make_int(env, t->tid), atom_nil, 0};
-    if (t->tp && via >= t->tp && via < t->tp + MT_TCB_BYTES) {
-        k[4] = enif_make_uint64(env, via - t->tp);
-        return enif_make_tuple_from_array(env, k, 5);
-    }
-    for (size_t i = 0; t->tp && i < objects->n; i++) {
-        uintptr_t lo = t->tp - objects->o[i].below;
-        if (via >= lo && via < lo + objects->o[i].size) {
-            k[3] = objects->o[i].path[0] ? make_string(env, objects->o[i].path) : atom_nil;
-            k[4] = enif_make_uint64(env, via - lo);
-            return enif_make_tuple_from_array(env, k, 5);
-        }
-    }
-    return 0;
-}
-
-/* The root that holds the word at via (mt_reach_paths' MT_REACH_MEMORY): a stopped thread's TLS
- * or stack, a loaded module's data, or another mapping. */
-static ERL_NIF_TERM memory_root(ErlNifEnv *env, const struct mt_reach *r, uintptr_t via)
-{
-    struct tls_objects objects = {.tp = (uintptr_t)pthread_self()};
-    dl_iterate_phdr(note_tls, &objects);
-    for (size_t i = 0; i < r->threads_noted; i++) {
-        ERL_NIF_TERM tls = r->thread[i].tid ? tls_root(env, &r->thread[i], &objects, via) : 0;
-        if (tls) return tls;
-    }
-    for (size_t i = 0; i < r->threads_noted; i++) {
-        const struct mt_reach_thread *t = &r->thread[i];
-        if (t->tid && via >= t->lo && via < t->hi) {
-            ERL_NIF_TERM k[4] = {enif_make_atom(env, "stack"), enif_make_uint64(env, via),
-                                 enif_make_int(env, t->tid),
-                                 enif_make_int64(env, (ErlNifSInt64)(via - t->sp))};
-            return enif_make_tuple_from_array(env, k, 4);
-        }
-    }
-    struct mt_data_info d = mt_symbolize_data(via);
-    if (d.path) {
-        ERL_NIF_TERM k[5] = {
-            enif_make_atom(env, "static"), enif_make_uint64(env, via), make_string(env, d.path),
-            d.symbol ? make_string(env, d.symbol) : atom_nil, enif_make_uint64(env, d.offset)};
-        return enif_make_tuple_from_array(env, k, 5);
-    }
-    struct mt_maps maps = {0};
-    struct mt_mapping m = {0};
-    int found = 0;
-    if (mt_maps_read(&maps) == 0) {
-        for (size_t at = 0; !found && mt_maps_next(&maps, &at, &m);)
-            found = via >= m.lo && via < m.hi;
-    }
-    ERL_NIF_TERM k[5] = {enif_make_atom(env, "mapping"), enif_make_uint64(env, via),
-                         found ? enif_make_uint64(env, m.lo) : atom_nil,
-                         found ? enif_make_uint64(env, m.hi) : atom_nil, atom_nil};
-    if (found) {
-        ERL_NIF_TERM t;
-        memcpy(enif_make_new_binary(env, m.path_len, &t), m.path, m.path_len);
-        k[4] = t;
-    }
-    mt_maps_drop(&maps);
-    return enif_make_tuple_from_array(env, k, 5);
-}
-
-/* What marked block i first: a memory root, a register or an alternate signal stack. */
+/* What marked record i first (roots.h), as why/2's term: {:tls, via, tid, path | nil, offset},
+ * {:stack, via, tid, offset}, {:static, via, path, symbol | nil, offset}, {:mapping, via, lo | nil,
+ * hi | nil, path | nil}, {:register, tid, name} or {:altstack, tid}. */
 static ERL_NIF_TERM root_of(ErlNifEnv *env, const struct mt_reach *r, size_t i)
 {
-    uintptr_t via = r->via[i];
-    size_t thread = via >> 8;
-    pid_t tid = thread < r->threads_noted ? r->thread[thread].tid : 0;
-    if (r->parent[i] == MT_REACH_REGISTER) {
-        size_t reg = (via & 0xFF) / sizeof(uintptr_t);
-        ERL_NIF_TERM k[3] = {enif_make_atom(env, "register"), enif_make_int(env, tid),
-                             make_string(env, reg < MT_WORLD_REGS ? mt_world_reg_names[reg] : "")};
+    struct mt_root root;
+    mt_root_name(r, i, &root);
+    ERL_NIF_TERM via = enif_make_uint64(env, root.via), tid = enif_make_int(env, root.tid);
+    ERL_NIF_TERM library = root.library ? make_string(env, root.library) : atom_nil;
+    switch (root.kind) {
+    case MT_ROOT_TLS: {
+        ERL_NIF_TERM k[5] = {enif_make_atom(env, "tls"), via, tid, library,
+                             enif_make_uint64(env, (uint64_t)root.offset)};
+        return enif_make_tuple_from_array(env, k, 5);
+    }
+    case MT_ROOT_STACK: {
+        ERL_NIF_TERM k[4] = {enif_make_atom(env, "stack"), via, tid,
+                             enif_make_long(env, (long)root.offset)};
+        return enif_make_tuple_from_array(env, k, 4);
+    }
+    case MT_ROOT_STATIC: {
+        ERL_NIF_TERM k[5] = {enif_make_atom(env, "static"), via, library,
+                             root.symbol ? make_string(env, root.symbol) : atom_nil,
+                             enif_make_uint64(env, (uint64_t)root.offset)};
+        return enif_make_tuple_from_array(env, k, 5);
+    }
+    case MT_ROOT_MAPPING: {
+        ERL_NIF_TERM k[5] = {enif_make_atom(env, "mapping"), via,
+                             root.hi ? enif_make_uint64(env, root.lo) : atom_nil,
+                             root.hi ? enif_make_uint64(env, root.hi) : atom_nil, library};
+        return enif_make_tuple_from_array(env, k, 5);
+    }
+    case MT_ROOT_REGISTER: {
+        ERL_NIF_TERM k[3] = {enif_make_atom(env, "register"), tid, make_string(env, root.reg)};
         return enif_make_tuple_from_array(env, k, 3);
     }
-    if (r->parent[i] == MT_REACH_ALTSTACK) {
-        ERL_NIF_TERM k[2] = {enif_make_atom(env, "altstack"), enif_make_int(env, tid)};
-        return enif_make_tuple_from_array(env, k, 2);
+    case MT_ROOT_ALTSTACK:
+        break;
     }
-    return memory_root(env, r, via);
+    ERL_NIF_TERM k[2] = {enif_make_atom(env, "altstack"), tid};
+    return enif_make_tuple_from_array(env, k, 2);
 }
 
 /* The chain from a root to snapshot record i: {root, [{address, size, stack_id | nil,
