@@ -343,13 +343,19 @@ static void *shut_entries[5];
 /* 200-byte blocks: tcache bin 11, which nothing else in the thread fills */
 enum { SHUT_SIZE = 200, SHUT_BIN = (SHUT_SIZE + 8 + 15) / 16 - 2 };
 
+/* n blocks of SHUT_SIZE into the calling thread's tcache bin, the last freed its head */
+static void fill_bin(void **entries, int n)
+{
+    for (int i = 0; i < n; i++)
+        entries[i] = __libc_malloc(SHUT_SIZE);
+    for (int i = 0; i < n; i++)
+        __libc_free(entries[i]);
+}
+
 static void *fill_tcache(void *arg)
 {
     (void)arg;
-    for (int i = 0; i < 5; i++)
-        shut_entries[i] = __libc_malloc(SHUT_SIZE);
-    for (int i = 0; i < 5; i++)
-        __libc_free(shut_entries[i]);
+    fill_bin(shut_entries, 5);
     pthread_barrier_wait(&shut_ready);
     pthread_barrier_wait(&shut_done);
     return NULL;
@@ -389,10 +395,7 @@ static void *larger_thread(void *arg)
 {
     (void)arg;
     pthread_barrier_wait(&larger_go);
-    for (int i = 0; i < 3; i++)
-        larger_entries[i] = __libc_malloc(SHUT_SIZE);
-    for (int i = 0; i < 3; i++)
-        __libc_free(larger_entries[i]);
+    fill_bin(larger_entries, 3);
     pthread_barrier_wait(&larger_ready);
     pthread_barrier_wait(&larger_done);
     return NULL;
