@@ -70,6 +70,8 @@ const struct mt_option mt_options[] = {
            "frames a report shows per site; 0 for all kept"),
     NUMBER("MTRACE_REPORT_REACHABLE", 0, 1, report_reachable, NULL,
            "1: the exit report lists the still reachable sites too"),
+    NUMBER("MTRACE_REPORT_WHY", 0, 1, report_why, NULL,
+           "1: each still reachable site says what keeps its oldest block"),
     TEXT("MTRACE_CSV", csv, "path template of the CSV export of old blocks and frees"),
     NUMBER("MTRACE_CSV_AGE", 0, (size_t)1 << 31, csv_age, NULL,
            "seconds a block must have lived before it is exported"),

@@ -36,6 +36,7 @@ struct mt_config {
     size_t report_top;       /* MTRACE_REPORT_TOP: call sites shown, 0 for all */
     size_t report_depth;     /* MTRACE_REPORT_DEPTH: frames shown per site, 0 for all kept */
     size_t report_reachable; /* MTRACE_REPORT_REACHABLE: 1 lists reachable sites at exit too */
+    size_t report_why;       /* MTRACE_REPORT_WHY: 1 gives each reachable site what keeps it */
     const char *csv;         /* MTRACE_CSV: path template of the CSV export */
     size_t csv_age;          /* MTRACE_CSV_AGE: seconds a block must have lived to be written */
     size_t csv_period;       /* MTRACE_CSV_PERIOD: seconds between two passes */

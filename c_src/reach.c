@@ -713,14 +713,24 @@ int mt_reach_run(struct mt_reach *r, int at_exit, int walk_heap)
     return run(r, at_exit, walk_heap, 0, 0);
 }
 
-int mt_reach_paths(struct mt_reach *r, uintptr_t masked)
+static int run_paths(struct mt_reach *r, int at_exit, int walk_heap, uintptr_t masked)
 {
     pthread_mutex_lock(&paths_lock);
     nsegments = 0;
     dl_iterate_phdr(note_segments, NULL);
-    int rc = run(r, 0, 1, 1, masked ? masked ^ MT_REACH_MASK ^ HIDE_MASK : 0);
+    int rc = run(r, at_exit, walk_heap, 1, masked ? masked ^ MT_REACH_MASK ^ HIDE_MASK : 0);
     pthread_mutex_unlock(&paths_lock);
     return rc;
+}
+
+int mt_reach_paths(struct mt_reach *r, uintptr_t masked)
+{
+    return run_paths(r, 0, 1, masked);
+}
+
+int mt_reach_run_paths(struct mt_reach *r, int at_exit, int walk_heap)
+{
+    return run_paths(r, at_exit, walk_heap, 0);
 }
 
 size_t mt_reach_path(const struct mt_reach *r, size_t i, size_t *chain, size_t cap)

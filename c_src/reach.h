@@ -135,6 +135,9 @@ int mt_reach_run(struct mt_reach *r, int at_exit, int walk_heap);
  * Words in libraries' data, other threads' stacks and blocks are. 0: none is hidden. */
 #define MT_REACH_MASK ((uintptr_t)0x3c3c3c3c3c3c3c3cULL)
 int mt_reach_paths(struct mt_reach *r, uintptr_t masked);
+/* mt_reach_run() with the paths of mt_reach_paths(), nothing hidden: for a report whose writer
+ * holds no address (the exit report's chains, MTRACE_REPORT_WHY). */
+int mt_reach_run_paths(struct mt_reach *r, int at_exit, int walk_heap);
 size_t mt_reach_path(const struct mt_reach *r, size_t i, size_t *chain, size_t cap);
 enum mt_lost_rule mt_reach_rule(const struct mt_reach *r, int after_reset);
 

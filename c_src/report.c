@@ -10,6 +10,7 @@
 #include "config.h"
 #include "reach.h"
 #include "recorder.h"
+#include "roots.h"
 #include "snapshot.h"
 #include "stack.h"
 #include "symbols.h"
@@ -147,6 +148,7 @@ struct per_id {
  * the totals and in no site. */
 struct gather {
     struct per_id *lost, *kept;
+    size_t *oldest; /* MTRACE_REPORT_WHY: by stack id, its oldest reachable record, or NONE */
     size_t ids;
     int split, exact;
     const char *refused; /* why the walk the scan needed was refused, when it was */
@@ -197,8 +199,10 @@ static void gather_record(struct gather *g, const struct mt_record *r, int state
 static int gather_live(struct gather *g, const struct mt_report_req *req)
 {
     struct mt_snapshot own, *snap = &own;
+    int why = mt_config.report_why && mt_config.report_reachable;
     g->split = (req->at_exit || req->leaks) &&
-               mt_reach_run(&g->reach, req->at_exit, mt_reach_needs_walk(0)) == 0;
+               (why ? mt_reach_run_paths(&g->reach, req->at_exit, mt_reach_needs_walk(0))
+                    : mt_reach_run(&g->reach, req->at_exit, mt_reach_needs_walk(0))) == 0;
     if (g->split && mt_reach_rule(&g->reach, 0) != MT_LOST_KNOWN) {
         g->refused = g->reach.heap_refused;
         mt_reach_drop(&g->reach);
@@ -217,6 +221,17 @@ static int gather_live(struct gather *g, const struct mt_report_req *req)
     }
     for (size_t i = 0; i < snap->n; i++)
         gather_record(g, &snap->rec[i], g->split ? g->reach.state[i] : 0);
+    if (g->split && why && (g->oldest = malloc(g->ids * sizeof *g->oldest))) {
+        for (size_t id = 0; id < g->ids; id++)
+            g->oldest[id] = MT_SNAPSHOT_NONE;
+        for (size_t i = 0; i < snap->heap; i++) {
+            const struct mt_record *r = &snap->rec[i];
+            size_t *o = r->stack < g->ids ? &g->oldest[r->stack] : NULL;
+            if (o && g->reach.state[i] == MT_REACH_REACHABLE &&
+                (*o == MT_SNAPSHOT_NONE || r->time_ns < snap->rec[*o].time_ns))
+                *o = i;
+        }
+    }
     if (!g->split) mt_snapshot_drop(&own);
     return 0;
 }
@@ -226,6 +241,7 @@ static void gather_drop(struct gather *g)
     if (g->split) mt_reach_drop(&g->reach);
     free(g->lost);
     free(g->kept);
+    free(g->oldest);
 }
 
 /* "<label>12 bytes in 3 blocks", with signs when plus is set. */
@@ -393,6 +409,89 @@ static void print_site(struct mt_out *o, const struct site *s, size_t rank, size
         }
         at_main = f[n - 1].function && strcmp(f[n - 1].function, "main") == 0;
     }
+}
+
+/* What keeps record i (MTRACE_REPORT_WHY): the root, as Mtrace.Path's inspect names it, then
+ * each block on the way with the offset of its pointer to the next, the last one i. */
+enum { WHY_LINKS = 12 };
+
+static const char *base_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+static void print_root(struct mt_out *o, const struct mt_root *root)
+{
+    switch (root->kind) {
+    case MT_ROOT_STATIC:
+        mt_out_str(o, "static ");
+        mt_out_str(o, base_name(root->library));
+        mt_out_str(o, ":");
+        if (root->symbol) mt_out_str(o, root->symbol);
+        mt_out_str(o, "+");
+        mt_out_i64(o, root->offset, 0);
+        return;
+    case MT_ROOT_STACK:
+        mt_out_str(o, "stack of thread ");
+        mt_out_u64(o, (uint64_t)root->tid);
+        mt_out_str(o, " (sp+");
+        mt_out_i64(o, root->offset, 0);
+        mt_out_str(o, ")");
+        return;
+    case MT_ROOT_TLS:
+        mt_out_str(o, root->library ? "TLS of " : "control block");
+        if (root->library) mt_out_str(o, base_name(root->library));
+        mt_out_str(o, root->library ? " in thread " : " of thread ");
+        mt_out_u64(o, (uint64_t)root->tid);
+        mt_out_str(o, "+");
+        mt_out_i64(o, root->offset, 0);
+        return;
+    case MT_ROOT_REGISTER:
+        mt_out_str(o, root->reg);
+        mt_out_str(o, " of thread ");
+        mt_out_u64(o, (uint64_t)root->tid);
+        return;
+    case MT_ROOT_ALTSTACK:
+        mt_out_str(o, "sigaltstack of thread ");
+        mt_out_u64(o, (uint64_t)root->tid);
+        return;
+    case MT_ROOT_MAPPING:
+        mt_out_str(o, root->library && root->library[0] ? "other " : "vm ");
+        mt_out_str(o, root->library && root->library[0] ? root->library : "mapping");
+        mt_out_str(o, "+");
+        mt_out_u64(o, root->hi ? root->via - root->lo : 0);
+        return;
+    }
+}
+
+static void print_why(struct mt_out *o, const struct mt_reach *r, size_t i)
+{
+    size_t chain[WHY_LINKS], n = mt_reach_path(r, i, chain, WHY_LINKS);
+    if (!n) return;
+    mt_out_str(o, "    kept by ");
+    if (n > WHY_LINKS) {
+        mt_out_str(o, "a chain of ");
+        mt_out_u64(o, n);
+        mt_out_str(o, " blocks\n");
+        return;
+    }
+    struct mt_root root;
+    mt_root_name(r, chain[n - 1], &root);
+    print_root(o, &root);
+    for (size_t k = n; k-- > 0;) {
+        const struct mt_record *b = &r->snap.rec[chain[k]];
+        mt_out_str(o, " -> ");
+        mt_out_hex(o, b->addr);
+        mt_out_str(o, " (");
+        mt_out_u64(o, b->size);
+        mt_out_str(o, " B)");
+        if (k) {
+            mt_out_str(o, " +");
+            mt_out_u64(o, r->via[chain[k - 1]] - b->addr);
+        }
+    }
+    mt_out_str(o, "\n");
 }
 
 /* Sites of a live report: the records gathered, summed by stack id. */
@@ -585,7 +684,8 @@ static void print_callers(struct mt_out *o, const char *what, const struct site 
 /* One list of sites, merged, largest first, cut to MTRACE_REPORT_TOP. all: the totals, which a
  * changes report also takes from the sites it does not list; NULL to sum the sites. */
 static void print_sites(struct mt_out *o, const struct mt_report_req *req, const char *what,
-                        struct site *sites, size_t n, const struct site *totals)
+                        struct site *sites, size_t n, const struct site *totals,
+                        const struct gather *why)
 {
     struct site all = {0};
     for (size_t i = 0; !totals && i < n; i++)
@@ -595,8 +695,11 @@ static void print_sites(struct mt_out *o, const struct mt_report_req *req, const
     size_t shown = shown_of(n);
     if (what && n) print_callers(o, what, sites, n);
     sites_header(o, req, what, &all, n, shown);
-    for (size_t i = 0; i < shown; i++)
+    for (size_t i = 0; i < shown; i++) {
         print_site(o, &sites[i], i + 1, n, what == NULL);
+        size_t oldest = why && why->oldest ? why->oldest[sites[i].id] : MT_SNAPSHOT_NONE;
+        if (oldest != MT_SNAPSHOT_NONE) print_why(o, &why->reach, oldest);
+    }
     if (shown < n) {
         struct site rest = {0};
         for (size_t i = shown; i < n; i++)
@@ -641,10 +744,10 @@ int mt_report_write(int fd, const struct mt_report_req *req)
                 req->base                 ? NULL
                 : req->at_exit || g.split ? "leaks"
                                           : "live",
-                sites, n, req->base ? &all : NULL);
+                sites, n, req->base ? &all : NULL, NULL);
     if (g.split && mt_config.report_reachable) {
         mt_out_str(&o, "\n");
-        print_sites(&o, req, "still reachable", sites, live_sites(sites, ids, g.kept), NULL);
+        print_sites(&o, req, "still reachable", sites, live_sites(sites, ids, g.kept), NULL, &g);
     }
     mt_out_str(&o, "\nmtrace: end of report ");
     mt_out_u64(&o, req->seq);

@@ -223,7 +223,9 @@ defmodule Mtrace.ReportTest do
       ])
 
     assert out == "reachprog: done\n"
-    r = report!(File.read!(Path.join(dir, "r.txt")))
+    text = File.read!(Path.join(dir, "r.txt"))
+    refute text =~ "kept by"
+    r = report!(text)
     assert r.live == {String.to_integer(bytes), String.to_integer(blocks)}
     assert r.live == {2192, 6} and r.lost == {3, 3}
     by_fun = fn sites -> Map.new(sites, &{Enum.at(names(&1), 1), {&1.bytes, &1.blocks}}) end
@@ -234,6 +236,33 @@ defmodule Mtrace.ReportTest do
     # main, and the block on the stack of the thread that waits while the process exits.
     assert {4096, "_IO_file_doallocate"} in kept
     assert {111, "keep"} in kept and {222, "keep"} in kept and {333, "keep"} in kept
+  end
+
+  @tag :tmp_dir
+  test "MTRACE_REPORT_WHY: each reachable site says what keeps its oldest block", %{tmp_dir: dir} do
+    {out, 0} =
+      run(bin("reachprog"), [], [
+        {"MTRACE_REPORT", Path.join(dir, "r.txt")},
+        {"MTRACE_REPORT_REACHABLE", "1"},
+        {"MTRACE_REPORT_WHY", "1"}
+      ])
+
+    assert out == "reachprog: done\n"
+    text = File.read!(Path.join(dir, "r.txt"))
+    reachable = text |> String.split("\nstill reachable:") |> List.last()
+    # the static pointer, stdout's buffer (in libc's FILE), the waiting thread's stack
+    assert reachable =~
+             ~r/\n    kept by static reachprog:kept_static\+0 -> 0x[0-9a-f]+ \(111 B\)\n/
+
+    assert reachable =~
+             ~r/\n    kept by static libc.so.6:_IO_2_1_stdout_\+\d+ -> 0x[0-9a-f]+ \(4096 B\)\n/
+
+    assert reachable =~
+             ~r/\n    kept by stack of thread \d+ \(sp\+\d+\) -> 0x[0-9a-f]+ \(333 B\)\n/
+
+    # one line a site, and the lost ones have none
+    assert length(Regex.scan(~r/kept by/, reachable)) == length(report!(text).reachable_sites)
+    refute text |> String.split("\nstill reachable:") |> hd() =~ "kept by"
   end
 
   @tag :tmp_dir
