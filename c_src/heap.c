@@ -390,18 +390,11 @@ static int own(uintptr_t lo, uintptr_t hi)
 }
 
 /* A thread's stack: a mapping that holds a stopped thread's stack pointer or alternate signal
- * stack, or the caller's stack pointer, or one that starts where an inaccessible anonymous
- * mapping ends (glibc's thread stacks sit on their guard pages: those of threads that did not
- * stop, and of exited ones in glibc's cache of stacks, too). glibc puts no chunk there, and dead
- * frames and saved registers may hold copies of a chunk's header. A chunk glibc mapped next to
- * such a mapping may share it, or sit right past a thread arena's inaccessible tail: it goes
- * uncounted (mmapped_missing), which leaves its memory a root. */
-static int a_stack(const struct walk *w, const struct mt_mapping *m,
-                   const struct mt_mapping *before)
+ * stack, or the caller's stack pointer. glibc puts no chunk there, and dead frames and saved
+ * registers may hold copies of a chunk's header. (The kernel does not merge a thread's stack,
+ * mapped MAP_STACK, with a chunk's mapping.) */
+static int a_stack(const struct walk *w, const struct mt_mapping *m)
 {
-    if (before && before->hi == m->lo && !before->readable && !before->writable &&
-        !before->path_len)
-        return 1;
     if (w->self_sp >= m->lo && w->self_sp < m->hi) return 1;
     for (size_t i = 0; w->world && i < w->world->n; i++) {
         const struct mt_world_thread *t = &w->world->t[i];
@@ -416,11 +409,11 @@ static int a_stack(const struct walk *w, const struct mt_mapping *m,
  * memalign'd one keeps its first header at the mapping's start, spanning the whole mapping. */
 static void find_mmapped(struct walk *w)
 {
-    struct mt_mapping m, before = {0};
+    struct mt_mapping m;
     unsigned char vec[4096];
-    for (size_t at = 0; mt_maps_next(w->maps, &at, &m); before = m) {
+    for (size_t at = 0; mt_maps_next(w->maps, &at, &m);) {
         if (!m.readable || !m.writable || m.path_len || in_walked_heap(w, m.lo, m.hi) ||
-            own(m.lo, m.hi) || a_stack(w, &m, &before))
+            own(m.lo, m.hi) || a_stack(w, &m))
             continue;
         for (uintptr_t p = m.lo; p < m.hi;) {
             size_t pages = (m.hi - p) / MT_PAGE;
@@ -443,6 +436,28 @@ static void find_mmapped(struct walk *w)
             p += i * MT_PAGE;
         }
     }
+}
+
+/* One candidate more than glibc counts, whose size is all the bytes glibc does not count, and
+ * the only one of that size: it is not glibc's chunk now, whether a look-alike (words of the VM's
+ * memory, which the kernel may have merged into one mapping with glibc's chunks, can read as a
+ * header) or a chunk a free has just uncounted before its munmap (whose block is gone). It is
+ * dropped, and its memory stays a root. Any other excess is refused (mt_heap_walk). */
+static void drop_extra_mmapped(struct walk *w, size_t counted, uint64_t counted_bytes)
+{
+    struct mt_heap *h = w->h;
+    if (h->mmapped != counted + 1 || h->mmapped_bytes <= counted_bytes) return;
+    uint64_t extra = h->mmapped_bytes - counted_bytes;
+    size_t at = w->nused, same = 0;
+    for (size_t i = 0; i < w->nused; i++)
+        if ((w->used[i].addr & MT_CHUNK_MMAPPED) && w->used[i].size == extra) {
+            at = i;
+            same++;
+        }
+    if (same != 1) return;
+    w->used[at] = w->used[--w->nused];
+    h->mmapped--;
+    h->mmapped_bytes -= extra;
 }
 
 /* The refusal of more mmapped chunks than glibc counts, with the figures: a static buffer, since
@@ -561,6 +576,7 @@ int mt_heap_walk(struct mt_heap *h, const struct mt_maps *maps, const struct mt_
     find_mmapped(w);
     const int *ints = (const int *)w->par;
     size_t counted = (size_t)ints[MT_PAR_N_MMAPS / 4];
+    drop_extra_mmapped(w, counted, w->par[MT_PAR_MMAPPED_MEM / 8]);
     if (h->mmapped > counted || h->mmapped_bytes > w->par[MT_PAR_MMAPPED_MEM / 8]) {
         why = mmapped_mismatch(h, counted, w->par[MT_PAR_MMAPPED_MEM / 8]);
         err = EAGAIN; /* see heap.h: a free between its count and its munmap */

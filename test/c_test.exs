@@ -30,8 +30,8 @@ defmodule Mtrace.CTest do
         {"report_test", [], 5},
         {"report_test_asan", [], 5},
         {"report_test_tsan", [{"MTRACE_UNWIND", "fp"}], 5},
-        {"heap_test", [], 23},
-        {"heap_test_ubsan", [], 23},
+        {"heap_test", [], 26},
+        {"heap_test_ubsan", [], 26},
         {"cfi_test", [], 5},
         {"cfi_test_asan", [], 5}
       ] do
