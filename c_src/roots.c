@@ -5,6 +5,7 @@
 #include <link.h>
 #include <pthread.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "platform.h"
 #include "proc.h"
@@ -33,9 +34,13 @@ static int note_tls(struct dl_phdr_info *info, size_t size, void *arg)
         return 0;
     for (size_t i = 0; i < info->dlpi_phnum; i++)
         if (info->dlpi_phdr[i].p_type == PT_TLS) {
-            size_t len = strnlen(info->dlpi_name, sizeof t->o[t->n].path - 1);
-            memcpy(t->o[t->n].path, info->dlpi_name, len);
-            t->o[t->n].path[len] = '\0';
+            /* the program itself is listed without a name */
+            char *path = t->o[t->n].path;
+            ssize_t len = info->dlpi_name[0]
+                              ? (ssize_t)strnlen(info->dlpi_name, sizeof t->o[t->n].path - 1)
+                              : readlink("/proc/self/exe", path, sizeof t->o[t->n].path - 1);
+            if (info->dlpi_name[0]) memcpy(path, info->dlpi_name, (size_t)len);
+            path[len > 0 ? len : 0] = '\0';
             t->o[t->n].below = t->tp - data;
             t->o[t->n++].size = info->dlpi_phdr[i].p_memsz;
         }

@@ -260,6 +260,10 @@ defmodule Mtrace.ReportTest do
     assert reachable =~
              ~r/\n    kept by stack of thread \d+ \(sp\+-?\d+\) -> 0x[0-9a-f]+ \(333 B\)\n/
 
+    # the program's own thread-local variable, in its static TLS block
+    assert reachable =~
+             ~r/\n    kept by TLS of reachprog in thread \d+\+0 -> 0x[0-9a-f]+ \(222 B\)\n/
+
     # one line a site, and the lost ones have none
     assert length(Regex.scan(~r/kept by/, reachable)) == length(report!(text).reachable_sites)
     refute text |> String.split("\nstill reachable:") |> hd() =~ "kept by"
