@@ -389,18 +389,16 @@ static int own(uintptr_t lo, uintptr_t hi)
     return o.covered;
 }
 
-/* A thread's stack: a mapping that holds a stopped thread's stack pointer or alternate signal
- * stack, or the caller's stack pointer. glibc puts no chunk there, and dead frames and saved
- * registers may hold copies of a chunk's header. (The kernel does not merge a thread's stack,
- * mapped MAP_STACK, with a chunk's mapping.) */
+/* A thread's stack: a mapping that holds a stopped thread's stack pointer, or the caller's.
+ * glibc puts no chunk there, and dead frames may hold copies of a chunk's header. (The kernel
+ * does not merge a thread's stack, mapped MAP_STACK, with a chunk's mapping. An alternate signal
+ * stack is no such mapping: it is a block, often an mmapped chunk, that reach.c keeps.) */
 static int a_stack(const struct walk *w, const struct mt_mapping *m)
 {
     if (w->self_sp >= m->lo && w->self_sp < m->hi) return 1;
     for (size_t i = 0; w->world && i < w->world->n; i++) {
         const struct mt_world_thread *t = &w->world->t[i];
-        if (t->stopped &&
-            ((t->sp >= m->lo && t->sp < m->hi) || (t->altstack >= m->lo && t->altstack < m->hi)))
-            return 1;
+        if (t->stopped && t->sp >= m->lo && t->sp < m->hi) return 1;
     }
     return 0;
 }
