@@ -528,12 +528,6 @@ static ERL_NIF_TERM why(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     return result ? result : enif_raise_exception(env, atom_enomem);
 }
 
-static int by_id(const void *a, const void *b)
-{
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return (x > y) - (x < y);
-}
-
 /* whys(stack_ids) -> [{stack_id, path_of() | nil}]: for each stack, the chain that keeps its
  * oldest reachable block, from one mark; nil when the mark reached none of its blocks. No address
  * is hidden: the caller holds none. */
@@ -543,50 +537,39 @@ static ERL_NIF_TERM whys(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     (void)argc;
     if (!enif_get_list_length(env, argv[0], &len)) return enif_make_badarg(env);
     uint32_t *ids = enif_alloc((len + 1) * sizeof *ids);
-    size_t *oldest = enif_alloc((len + 1) * sizeof *oldest);
-    if (!ids || !oldest) {
-        enif_free(ids);
-        enif_free(oldest);
-        return enif_raise_exception(env, atom_enomem);
-    }
+    if (!ids) return enif_raise_exception(env, atom_enomem);
+    size_t span = 1; /* past the largest id asked about */
     ERL_NIF_TERM list = argv[0], head;
     for (unsigned k = 0; enif_get_list_cell(env, list, &head, &list); k++) {
         ErlNifUInt64 id;
         if (!enif_get_uint64(env, head, &id) || id >= MT_SNAPSHOT_UNRECORDED) {
             enif_free(ids);
-            enif_free(oldest);
             return enif_make_badarg(env);
         }
         ids[k] = (uint32_t)id;
+        if (id >= span) span = (size_t)id + 1;
     }
-    qsort(ids, len, sizeof *ids, by_id);
+    size_t *oldest = enif_alloc(span * sizeof *oldest);
+    ERL_NIF_TERM *pairs = enif_alloc((len + 1) * sizeof *pairs), result = 0;
     mt_guard_hold();
     struct mt_reach r;
-    if (mt_reach_paths(&r, 0) != 0) {
+    if (!oldest || !pairs || mt_reach_paths(&r, 0) != 0) {
         mt_guard_release();
         enif_free(ids);
         enif_free(oldest);
+        enif_free(pairs);
         return enif_raise_exception(env, atom_enomem);
     }
-    for (unsigned k = 0; k < len; k++)
-        oldest[k] = MT_SNAPSHOT_NONE;
-    for (size_t i = 0; i < r.snap.heap; i++) {
-        const struct mt_record *b = &r.snap.rec[i];
-        const uint32_t *at = b->stack == MT_SNAPSHOT_UNRECORDED || r.state[i] != MT_REACH_REACHABLE
-                                 ? NULL
-                                 : bsearch(&b->stack, ids, len, sizeof *ids, by_id);
-        size_t *o = at ? &oldest[at - ids] : NULL;
-        if (o && (*o == MT_SNAPSHOT_NONE || b->time_ns < r.snap.rec[*o].time_ns)) *o = i;
-    }
-    ERL_NIF_TERM *pairs = enif_alloc((len + 1) * sizeof *pairs), result = 0;
+    mt_reach_oldest(&r, oldest, span);
     unsigned k = 0;
-    for (; pairs && k < len; k++) {
-        ERL_NIF_TERM path = oldest[k] == MT_SNAPSHOT_NONE ? atom_nil : path_of(env, &r, oldest[k]);
+    for (; k < len; k++) {
+        size_t i = oldest[ids[k]];
+        ERL_NIF_TERM path = i == MT_SNAPSHOT_NONE ? atom_nil : path_of(env, &r, i);
         if (!path) break;
         ERL_NIF_TERM pair[2] = {enif_make_uint64(env, ids[k]), path};
         pairs[k] = enif_make_tuple_from_array(env, pair, 2);
     }
-    if (pairs && k == len) result = enif_make_list_from_array(env, pairs, len);
+    if (k == len) result = enif_make_list_from_array(env, pairs, len);
     mt_reach_drop(&r);
     mt_guard_release();
     enif_free(ids);

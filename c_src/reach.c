@@ -733,6 +733,19 @@ int mt_reach_run_paths(struct mt_reach *r, int at_exit, int walk_heap)
     return run_paths(r, at_exit, walk_heap, 0);
 }
 
+void mt_reach_oldest(const struct mt_reach *r, size_t *oldest, size_t ids)
+{
+    for (size_t id = 0; id < ids; id++)
+        oldest[id] = MT_SNAPSHOT_NONE;
+    for (size_t i = 0; i < r->snap.heap; i++) {
+        const struct mt_record *b = &r->snap.rec[i];
+        size_t *o = b->stack < ids ? &oldest[b->stack] : NULL;
+        if (o && r->state[i] == MT_REACH_REACHABLE &&
+            (*o == MT_SNAPSHOT_NONE || b->time_ns < r->snap.rec[*o].time_ns))
+            *o = i;
+    }
+}
+
 size_t mt_reach_path(const struct mt_reach *r, size_t i, size_t *chain, size_t cap)
 {
     size_t len = 0;

@@ -139,6 +139,9 @@ int mt_reach_paths(struct mt_reach *r, uintptr_t masked);
  * holds no address (the exit report's chains, MTRACE_REPORT_WHY). */
 int mt_reach_run_paths(struct mt_reach *r, int at_exit, int walk_heap);
 size_t mt_reach_path(const struct mt_reach *r, size_t i, size_t *chain, size_t cap);
+/* For each stack id below ids, the index in r->snap of its oldest block the mark reached, or
+ * MT_SNAPSHOT_NONE, into oldest[0 .. ids): the block whose chain the readers show for a site. */
+void mt_reach_oldest(const struct mt_reach *r, size_t *oldest, size_t ids);
 enum mt_lost_rule mt_reach_rule(const struct mt_reach *r, int after_reset);
 
 /* Whether a scan must walk glibc's heap for mt_reach_rule to call blocks lost: the records alone

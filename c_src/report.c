@@ -221,17 +221,8 @@ static int gather_live(struct gather *g, const struct mt_report_req *req)
     }
     for (size_t i = 0; i < snap->n; i++)
         gather_record(g, &snap->rec[i], g->split ? g->reach.state[i] : 0);
-    if (g->split && why && (g->oldest = malloc(g->ids * sizeof *g->oldest))) {
-        for (size_t id = 0; id < g->ids; id++)
-            g->oldest[id] = MT_SNAPSHOT_NONE;
-        for (size_t i = 0; i < snap->heap; i++) {
-            const struct mt_record *r = &snap->rec[i];
-            size_t *o = r->stack < g->ids ? &g->oldest[r->stack] : NULL;
-            if (o && g->reach.state[i] == MT_REACH_REACHABLE &&
-                (*o == MT_SNAPSHOT_NONE || r->time_ns < snap->rec[*o].time_ns))
-                *o = i;
-        }
-    }
+    if (g->split && why && (g->oldest = malloc(g->ids * sizeof *g->oldest)))
+        mt_reach_oldest(&g->reach, g->oldest, g->ids);
     if (!g->split) mt_snapshot_drop(&own);
     return 0;
 }
