@@ -18,6 +18,7 @@
 #include "account.h"
 #include "config.h"
 #include "heap.h"
+#include "layouts.h"
 #include "mem.h"
 #include "platform.h"
 #include "proc.h"
@@ -61,6 +62,7 @@ struct ctx {
      * the root being read is one where the asker's own copies of it lie (see reach.h). */
     uintptr_t hide;
     int hiding;
+    uintptr_t jit; /* the GDB JIT interface's descriptor (layouts.h), 0 when none */
 };
 
 #define HIDE_MASK ((uintptr_t)0x5a5a5a5a5a5a5a5aULL)
@@ -150,51 +152,59 @@ static void keep(struct ctx *c, uintptr_t a, size_t thread)
     }
 }
 
-/* A dead Erlang reference to an off-heap binary at w[k]: a ProcBin of OTP 25 and 26 (a thing
- * word of arity 5 and subtag REFC_BINARY, the binary's size, the next ProcBin, val: the Binary,
- * bytes: val + 24, its data) whose val lies in a block and holds no Binary any more. The VM
- * leaves dead ones in the garbage and free space of its carriers; once the Binary is freed its
- * chunk goes to the next malloc (whole, or as part of a larger chunk), and a NIF's block lost there
- * read as kept (bench/stale.exs: most of the lost blocks a scan missed). A live Binary (a block of
- * its own with +MBe false, or inside a carrier the VM took from malloc) has a reference count of
- * at least 1 and an original size of at least the ProcBin's size: memory with neither is no
- * Binary now, and the two words are not pointers. */
-#define PROCBIN_HEADER 0x160
-#define BINARY_HEADER 24
-
-/* w[k - 3] is a ProcBin's thing word. */
-static int dead_procbin(struct ctx *c, const uintptr_t *w, size_t k, size_t n)
+/* Block i is reachable through the word at `at` of block `parent` (or of memory outside every
+ * block: MT_REACH_MEMORY), without being read. */
+static void known(struct ctx *c, size_t i, size_t parent, uintptr_t at)
 {
-    if (k + 1 >= n || w[k + 1] != w[k] + BINARY_HEADER) return 0;
-    size_t i = mt_snapshot_find(c->s, w[k]);
-    if (i == MT_SNAPSHOT_NONE || w[k] + BINARY_HEADER > c->s->rec[i].addr + c->s->rec[i].size)
-        return 0;
-    uintptr_t bin[3]; /* flags, reference count, original size */
-    if (read_mem(c, w[k], sizeof bin, bin) != sizeof bin) return 0;
-    return bin[1] == 0 || bin[2] < w[k - 2];
+    c->st[i] = MT_REACH_REACHABLE;
+    if (c->parent) {
+        c->parent[i] = parent;
+        c->via[i] = at;
+    }
 }
 
-/* How much of the block at `at` (w: a copy of its len bytes) holds pointers: all of it, but for a
- * segment of the loader's _dl_find_object (platform.h), whose entries past those in use were never
- * written and hold what the chunk held before: stale addresses of lost blocks, found by why/2
- * behind most of the misses of the dead-binary scenario. A block is taken for a segment only when
- * its header says so (to_free is the block, size <= allocated, all within the block) and its first
- * entry is a loaded object's range, as _dl_find_object (lock-free: the threads are stopped) says.
- */
-static size_t pointer_bytes(const uintptr_t *w, size_t len, uintptr_t at)
+/* The GDB JIT interface's list (layouts.h): each entry, and the symfile it names, is reachable
+ * from the descriptor, a static, and none is read: the entries' words are the list, which this
+ * walk follows, and the symfiles hold no pointers. An entry that is no block's start, or is
+ * marked already (a cycle), ends the walk; a symfile that is not a block of its size is left to
+ * the mark. */
+static void keep_jit(struct ctx *c)
 {
-    size_t o = ((at + MT_DLFO_ALIGN - 1) & ~(uintptr_t)(MT_DLFO_ALIGN - 1)) - at;
-    if (o + MT_DLFO_HEADER + MT_DLFO_ENTRY > len) return len;
-    const uintptr_t *h = w + o / sizeof *w, *e = h + MT_DLFO_HEADER / sizeof *w;
-    size_t size = h[2], allocated = h[3];
-    if (h[1] != at || !size || size > allocated ||
-        allocated > (len - o - MT_DLFO_HEADER) / MT_DLFO_ENTRY)
-        return len;
-    struct dl_find_object found;
-    if (_dl_find_object((void *)e[0], &found) != 0 || (uintptr_t)found.dlfo_map_start != e[0] ||
-        (uintptr_t)found.dlfo_map_end != e[1] || (uintptr_t)found.dlfo_link_map != e[2])
-        return len;
-    return o + MT_DLFO_HEADER + size * MT_DLFO_ENTRY;
+    uintptr_t at = c->jit + MT_JIT_FIRST, e;
+    size_t parent = MT_REACH_MEMORY;
+    if (!c->jit || read_mem(c, at, sizeof e, &e) != sizeof e) return;
+    for (size_t k = 0; e && k < MT_JIT_MAX; k++) {
+        uintptr_t w[MT_JIT_ENTRY];
+        size_t i = mt_snapshot_find(c->s, e);
+        if (i == MT_SNAPSHOT_NONE || c->s->rec[i].addr != e || c->st[i] != UNSEEN ||
+            c->s->rec[i].size < sizeof w || read_mem(c, e, sizeof w, w) != sizeof w)
+            return;
+        known(c, i, parent, at);
+        size_t j = mt_snapshot_find(c->s, w[2]);
+        if (j != MT_SNAPSHOT_NONE && c->s->rec[j].addr == w[2] && w[3] <= c->s->rec[j].size &&
+            c->st[j] == UNSEEN)
+            known(c, j, i, e + 2 * sizeof *w);
+        parent = i;
+        at = e;
+        e = w[0];
+    }
+}
+
+/* A dead Erlang reference to an off-heap binary at w[k] (layouts.h: a ProcBin's val, w[k - 3]
+ * its thing word): val lies in a block, and that block holds no live Binary there any more. The
+ * VM leaves dead ones in the garbage and free space of its carriers; once the Binary is freed its
+ * chunk goes to the next malloc (whole, or as part of a larger chunk), and a NIF's block lost there
+ * read as kept (bench/stale.exs: most of the lost blocks a scan missed). A live Binary is a block
+ * of its own with +MBe false, or lies inside a carrier the VM took from malloc. */
+static int dead_procbin(struct ctx *c, const uintptr_t *w, size_t k)
+{
+    size_t i = mt_snapshot_find(c->s, w[k]);
+    if (i == MT_SNAPSHOT_NONE) return 0;
+    uintptr_t end = c->s->rec[i].addr + c->s->rec[i].size;
+    if (w[k] + MT_BINARY_HEADER > end) return 0;
+    uintptr_t head[3];
+    if (read_mem(c, w[k], sizeof head, head) != sizeof head) return 0;
+    return !mt_layout_binary_live(head, w[k - 2], end - w[k] - MT_BINARY_HEADER);
 }
 
 /* The words of p, a copy of len bytes from address at. */
@@ -202,7 +212,7 @@ static void scan_words(struct ctx *c, const void *p, size_t len, uintptr_t at)
 {
     const uintptr_t *w = p;
     for (size_t k = 0, n = len / sizeof *w; k < n; k++) {
-        if (k >= 3 && w[k - 3] == PROCBIN_HEADER && dead_procbin(c, w, k, n)) {
+        if (k >= 3 && mt_layout_procbin(w + k - 3, n - (k - 3)) && dead_procbin(c, w, k)) {
             k++; /* bytes too */
             continue;
         }
@@ -364,10 +374,10 @@ static void drain(struct ctx *c)
         size_t at = 0, j = 0;
         for (; j < k && at + local[j].iov_len <= got; at += local[j++].iov_len) {
             c->self = idx[j];
-            scan_words(
-                c, local[j].iov_base,
-                pointer_bytes(local[j].iov_base, local[j].iov_len, (uintptr_t)remote[j].iov_base),
-                (uintptr_t)remote[j].iov_base);
+            scan_words(c, local[j].iov_base,
+                       mt_layout_pointer_bytes(local[j].iov_base, local[j].iov_len,
+                                               (uintptr_t)remote[j].iov_base),
+                       (uintptr_t)remote[j].iov_base);
             c->r->block_bytes += local[j].iov_len;
         }
         c->self = MT_SNAPSHOT_NONE;
@@ -463,6 +473,7 @@ static void mark_from_roots(struct ctx *c, uintptr_t own_lo, uintptr_t own_hi,
     c->target = MT_REACH_REACHABLE;
     c->push = 1;
     c->root = MT_REACH_MEMORY;
+    keep_jit(c);
     scan_roots(c, own_lo, own_hi);
     for (size_t i = 0; i < c->world->n; i++) {
         const struct mt_world_thread *t = &c->world->t[i];
@@ -652,7 +663,8 @@ static int run(struct mt_reach *r, int at_exit, int walk_heap, int paths, uintpt
                     .pid = getpid(),
                     .world = &world,
                     .self = MT_SNAPSHOT_NONE,
-                    .hide = hide};
+                    .hide = hide,
+                    .jit = mt_layout_jit_descriptor()};
     if (stop(&c, &world, &heap, walk) != 0) {
         e = errno;
         mt_guard_release();

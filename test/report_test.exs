@@ -269,6 +269,30 @@ defmodule Mtrace.ReportTest do
     refute text |> String.split("\nstill reachable:") |> hd() =~ "kept by"
   end
 
+  # The GDB JIT interface (layouts.h): the BEAM's JIT registers every module's code so, and its
+  # symfiles' unwritten bytes held the stale words behind most of bin/demo's missed blocks.
+  @tag :tmp_dir
+  test "a JIT's entry and symfile on the GDB JIT interface's list are kept and keep nothing",
+       %{tmp_dir: dir} do
+    {out, 0} =
+      run(bin("reachprog"), ["jit"], [
+        {"MTRACE_REPORT", Path.join(dir, "r.txt")},
+        {"MTRACE_REPORT_REACHABLE", "1"},
+        {"MTRACE_REPORT_WHY", "1"}
+      ])
+
+    assert out == "reachprog: done\n"
+    text = File.read!(Path.join(dir, "r.txt"))
+    r = report!(text)
+    assert {444, 1} in Enum.map(r.sites, &{&1.bytes, &1.blocks})
+    assert r.live == {2192 + 444, 7}
+    kept = Enum.map(r.reachable_sites, &{&1.bytes, Enum.at(names(&1), 2)})
+    assert {64, "jit_register"} in kept and {32, "jit_register"} in kept
+
+    assert text =~
+             ~r/\n    kept by static reachprog:__jit_debug_descriptor\+16 -> 0x[0-9a-f]+ \(32 B\)\n/
+  end
+
   @tag :tmp_dir
   test "a thread that blocks every signal is read whole, not waited for, and mtrace's own report thread is not counted",
        %{tmp_dir: dir} do

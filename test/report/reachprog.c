@@ -10,6 +10,11 @@
  * With the argument "blocked" the waiting thread blocks every signal, as a program's sigwait
  * thread does: it cannot be stopped, so its whole stack is read.
  *
+ * With "jit" it registers code as a JIT does, through the GDB JIT interface: an entry on the
+ * list of __jit_debug_descriptor names a 64-byte symfile, data for a debugger, in which a word
+ * equals the address of a block lost otherwise (444 bytes: lost by jit_lost), as a JIT's unwritten
+ * padding may. The entry and the symfile are reachable, the 444 bytes lost.
+ *
  * With "unmapping" the process exits while an mmapped chunk that glibc no longer counts is still
  * mapped, as a thread stopped inside free between the count and the munmap leaves it; the chunk
  * is unmapped UNMAP_MS later, by the waiting thread.
@@ -60,6 +65,36 @@ NAMED static void lose(size_t n)
     memset(malloc(n), 0, n);
 }
 
+/* The GDB JIT interface's layout (GDB's manual), exported for the tracer to find. */
+struct jit_code_entry {
+    struct jit_code_entry *next, *prev;
+    const char *symfile;
+    unsigned long symfile_size;
+};
+__attribute__((used, visibility("default"))) struct {
+    unsigned version, action;
+    struct jit_code_entry *relevant, *first;
+} __jit_debug_descriptor = {1, 0, NULL, NULL};
+
+NAMED static char *jit_lost(void)
+{
+    char *p = malloc(444);
+    memset(p, 0, 444);
+    return p;
+}
+
+NAMED static void jit_register(void)
+{
+    char *symfile = keep(64);
+    struct jit_code_entry *e = keep(sizeof *e);
+    char *volatile lost = jit_lost();
+    memcpy(symfile + 40, (const void *)&lost, sizeof lost);
+    lost = NULL;
+    e->symfile = symfile;
+    e->symfile_size = 64;
+    __jit_debug_descriptor.first = e;
+}
+
 /* Holds a block on its stack and waits for ever: exit comes while it waits. */
 NAMED static void *holder(void *arg)
 {
@@ -98,6 +133,7 @@ int main(int argc, char **argv)
         if (uncounted == MAP_FAILED) return 1;
         ((size_t *)uncounted)[1] = UNCOUNTED_BYTES | 2; /* an mmapped chunk's header */
     }
+    if (argc > 1 && strcmp(argv[1], "jit") == 0) jit_register();
     kept_static = keep(111);
     kept_tls = keep(222);
     lose_list(4);

@@ -41,15 +41,21 @@ defmodule Mtrace.Test.Lost do
   def release_stack, do: :erlang.nif_error(:not_loaded)
   # keep_tls/1, and {the block's masked address, the thread's id}.
   def keep_tls_here(_size), do: :erlang.nif_error(:not_loaded)
-  # n blocks lost by the NIF, each in the chunk of an off-heap binary (a malloc block with
-  # +MBe false) just collected, after a warm-up block of the same call site: [{warm, lost}],
-  # masked. Compiled, so that no binding of the evaluator keeps the binary.
-  def lose_in_binary_chunks(n) do
+  # lose_masked/2's blocks left unwritten, as new char[n] leaves them: what their chunk held.
+  def lose_raw(_n, _size), do: :erlang.nif_error(:not_loaded)
+
+  # n blocks lost by the NIF, each in the chunk of an off-heap binary of `bytes` (a malloc block
+  # with +MBe false, after the Binary's 24-byte header) just collected, after a warm-up block of
+  # the same call site: [{warm, lost}], masked. Written over, or left as malloc gives them (raw:
+  # true). Compiled, so that no binding of the evaluator keeps the binary.
+  def lose_in_binary_chunks(n, bytes \\ 100, raw \\ false) do
+    lose = if raw, do: &lose_raw/2, else: &lose_masked/2
+
     for _ <- 1..n do
-      [warm] = lose_masked(1, 124)
-      _ = byte_size(:binary.copy(<<0::800>>))
+      [warm] = lose.(1, bytes + 24)
+      _ = byte_size(:binary.copy(<<0::size(bytes)-unit(8)>>))
       :erlang.garbage_collect()
-      [lost] = lose_masked(1, 124)
+      [lost] = lose.(1, bytes + 24)
       {warm, lost}
     end
   end

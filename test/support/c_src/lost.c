@@ -90,6 +90,7 @@ static ERL_NIF_TERM lose_list(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
 
 struct masked {
     unsigned n, size;
+    int raw;
     uint64_t *out;
 };
 
@@ -100,18 +101,25 @@ NAMED static void *masked_block(size_t size)
     return p;
 }
 
+/* A block left as malloc handed it out, as new char[n] leaves it: whatever its chunk held. */
+NAMED static void *raw_block(size_t size)
+{
+    return malloc(size);
+}
+
 static void make_masked(void *arg)
 {
     struct masked *m = arg;
     for (unsigned i = 0; i < m->n; i++)
-        m->out[i] = (uint64_t)(uintptr_t)masked_block(m->size) ^ MASK;
+        m->out[i] =
+            (uint64_t)(uintptr_t)(m->raw ? raw_block(m->size) : masked_block(m->size)) ^ MASK;
 }
 
-/* lose_masked(n, size): n blocks that nothing keeps, as a list of their addresses xor MASK. */
-static ERL_NIF_TERM lose_masked(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+/* lose_masked(n, size): n blocks that nothing keeps, as a list of their addresses xor MASK;
+ * lose_raw(n, size): the same, left unwritten. */
+static ERL_NIF_TERM lose(ErlNifEnv *env, const ERL_NIF_TERM argv[], int raw)
 {
-    struct masked m;
-    (void)argc;
+    struct masked m = {.raw = raw};
     if (!enif_get_uint(env, argv[0], &m.n) || !enif_get_uint(env, argv[1], &m.size) || m.n > 4096)
         return enif_make_badarg(env);
     uint64_t out[4096];
@@ -122,6 +130,18 @@ static ERL_NIF_TERM lose_masked(ErlNifEnv *env, int argc, const ERL_NIF_TERM arg
         list = enif_make_list_cell(env, enif_make_uint64(env, out[i]), list);
     memset(out, 0, sizeof out);
     return list;
+}
+
+static ERL_NIF_TERM lose_masked(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    return lose(env, argv, 0);
+}
+
+static ERL_NIF_TERM lose_raw(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    return lose(env, argv, 1);
 }
 
 extern void __libc_free(void *);
@@ -591,6 +611,7 @@ static ErlNifFunc funcs[] = {
     {"storm", 1, storm, 0},
     {"many", 3, many, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"lose_masked", 2, lose_masked, 0},
+    {"lose_raw", 2, lose_raw, 0},
     {"free_behind", 1, free_behind, 0},
     {"lose_binary", 1, lose_binary, 0},
     {"hold_word", 1, hold_word, 0},

@@ -1,0 +1,57 @@
+/* layouts.h: what the mark knows of other code's structures, so that it does not take their
+ * stale words for pointers. A conservative mark reads every word of a reachable block; these
+ * structures hold words that are not pointers the program follows (bytes never written since
+ * malloc handed out the chunk, or data kept for a debugger), and such a word equal to a lost
+ * block's address keeps that block. Each layout is the other code's published or stable one,
+ * and each is taken only where the memory proves it.
+ *
+ * Contract
+ * - mt_layout_jit_descriptor() looks a symbol up (dlsym: the loader's lock; may allocate on a
+ * miss): call it before the threads stop. The others only read the words they are given (and
+ *   mt_layout_pointer_bytes() calls _dl_find_object, lock-free): safe with the threads stopped.
+ * - No state; any thread.
+ */
+#ifndef MTRACE_LAYOUTS_H
+#define MTRACE_LAYOUTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* How many of the len bytes of the block at `at` (w: a copy of them) can hold pointers: len, but
+ * for a segment of the loader's _dl_find_object (platform.h), whose entries past those in use
+ * were never written. A block is taken for one only when its header says so (to_free is the
+ * block, size <= allocated, all within the block) and its first entry is a loaded object's
+ * range, as _dl_find_object says. */
+size_t mt_layout_pointer_bytes(const uintptr_t *w, size_t len, uintptr_t at);
+
+/* An Erlang ProcBin of OTP 25 and 26, a reference to an off-heap binary in the VM's memory: a
+ * thing word (arity 5, subtag REFC_BINARY), the binary's size, the next ProcBin, val (the
+ * Binary) and bytes (val + MT_BINARY_HEADER, its data). */
+#define MT_PROCBIN_HEADER 0x160
+#define MT_BINARY_HEADER 24
+#define MT_PROCBIN_WORDS 6 /* and flags, 0 to 3 */
+
+/* Whether the n words at w start a ProcBin: the thing word, size, next, val, bytes = val + 24 and
+ * flags. Dead ones are told by their val (mt_layout_binary_live). */
+int mt_layout_procbin(const uintptr_t *w, size_t n);
+
+/* Whether the words at a ProcBin's val, head = {flags, reference count, original size}, are a
+ * live Binary of at least `size` bytes in `room` bytes past its header: flags of OTP's few bits,
+ * a count from 1 to 2^32 - 1, an original size from size to room. The VM leaves dead ProcBins
+ * in its garbage; once their Binary is freed, malloc's own links (free) or a new block's bytes
+ * lie there, and the ProcBin's two words are not pointers. */
+int mt_layout_binary_live(const uintptr_t head[3], uintptr_t size, size_t room);
+
+/* The GDB JIT interface (GDB's manual, "JIT Compilation Interface"; the BEAM's JIT, LLVM and
+ * LuaJIT register their code so): a global __jit_debug_descriptor {version, action, relevant
+ * entry, first entry} heads a list of entries {next, previous, symfile address, symfile size}.
+ * A symfile is data for a debugger, written as the JIT packs it (the BEAM's leaves padding and
+ * malloc's rounding unwritten): nothing the program follows. Every entry on the list and its
+ * symfile are reachable from the descriptor, a static, and their words are not read.
+ * mt_layout_jit_descriptor(): the descriptor's address in the global scope, 0 when none. */
+#define MT_JIT_FIRST 16 /* the descriptor's first entry */
+#define MT_JIT_ENTRY 4  /* words of an entry: next, previous, symfile, symfile size */
+#define MT_JIT_MAX 1000000
+uintptr_t mt_layout_jit_descriptor(void);
+
+#endif
