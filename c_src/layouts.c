@@ -28,8 +28,8 @@ size_t mt_layout_pointer_bytes(const uintptr_t *w, size_t len, uintptr_t at)
 
 int mt_layout_procbin(const uintptr_t *w, size_t n)
 {
-    return n >= MT_PROCBIN_WORDS && w[0] == MT_PROCBIN_HEADER && w[4] == w[3] + MT_BINARY_HEADER &&
-           w[5] <= PROCBIN_FLAGS;
+    return n >= MT_PROCBIN_WORDS && (w[0] == MT_PROCBIN_HEADER || (w[0] & 3) == 2) &&
+           w[4] == w[3] + MT_BINARY_HEADER && w[5] <= PROCBIN_FLAGS;
 }
 
 /* OTP's BIN_FLAG_* bits (erl_binary.h) all lie below this. */
@@ -39,6 +39,20 @@ int mt_layout_binary_live(const uintptr_t head[3], uintptr_t size, size_t room)
 {
     return head[0] < BINARY_FLAGS && head[1] >= 1 && head[1] <= UINT32_MAX && head[2] >= size &&
            head[2] <= room;
+}
+
+int mt_layout_binary_place(uintptr_t at, uintptr_t addr, size_t size)
+{
+    return at == addr || size >= MT_CARRIER_MIN;
+}
+
+/* BIN_FLAG_MAGIC */
+#define BINARY_MAGIC 1
+
+int mt_layout_magic_live(const uintptr_t head[2])
+{
+    return (head[0] & BINARY_MAGIC) && head[0] < BINARY_FLAGS && head[1] >= 1 &&
+           head[1] <= UINT32_MAX;
 }
 
 uintptr_t mt_layout_jit_descriptor(void)

@@ -31,8 +31,9 @@ size_t mt_layout_pointer_bytes(const uintptr_t *w, size_t len, uintptr_t at);
 #define MT_BINARY_HEADER 24
 #define MT_PROCBIN_WORDS 6 /* and flags, 0 to 3 */
 
-/* Whether the n words at w start a ProcBin: the thing word, size, next, val, bytes = val + 24 and
- * flags. Dead ones are told by their val (mt_layout_binary_live). */
+/* Whether the n words at w start a ProcBin: the thing word, or a pointer to its copy (boxed, low
+ * bits 2: the collector leaves one where it moved a term from), then size, next, val, bytes =
+ * val + 24 and flags. Dead ones are told by their val (mt_layout_binary_place and _live). */
 int mt_layout_procbin(const uintptr_t *w, size_t n);
 
 /* Whether the words at a ProcBin's val, head = {flags, reference count, original size}, are a
@@ -41,6 +42,21 @@ int mt_layout_procbin(const uintptr_t *w, size_t n);
  * in its garbage; once their Binary is freed, malloc's own links (free) or a new block's bytes
  * lie there, and the ProcBin's two words are not pointers. */
 int mt_layout_binary_live(const uintptr_t head[3], uintptr_t size, size_t room);
+
+/* Whether a Binary can start at `at` in the block [addr, addr + size): a live one is a block of
+ * its own (malloc's, with +MBe false), or lies in one of the VM's allocator carriers, far larger
+ * than MT_CARRIER_MIN (those the VM takes from malloc are 256 KiB and up). Anywhere else the
+ * block is another's, which malloc made over the freed Binary's chunk. */
+#define MT_CARRIER_MIN ((size_t)64 << 10)
+int mt_layout_binary_place(uintptr_t at, uintptr_t addr, size_t size);
+
+/* An Erlang MRef of OTP 25 and 26, a reference to a magic binary (a NIF resource, an ETS table's
+ * identity): a thing word (arity 2, subtag REF), mb (the magic binary) and the next off-heap
+ * item. mt_layout_magic_live(): whether head = {flags, reference count} at mb is a live magic
+ * binary (the magic flag among OTP's few, a count from 1 to 2^32 - 1); where one can start is
+ * mt_layout_binary_place's rule. */
+#define MT_MREF_HEADER 0x90
+int mt_layout_magic_live(const uintptr_t head[2]);
 
 /* The GDB JIT interface (GDB's manual, "JIT Compilation Interface"; the BEAM's JIT, LLVM and
  * LuaJIT register their code so): a global __jit_debug_descriptor {version, action, relevant

@@ -201,10 +201,24 @@ static int dead_procbin(struct ctx *c, const uintptr_t *w, size_t k)
     size_t i = mt_snapshot_find(c->s, w[k]);
     if (i == MT_SNAPSHOT_NONE) return 0;
     uintptr_t end = c->s->rec[i].addr + c->s->rec[i].size;
-    if (w[k] + MT_BINARY_HEADER > end) return 0;
+    if (!mt_layout_binary_place(w[k], c->s->rec[i].addr, c->s->rec[i].size) ||
+        w[k] + MT_BINARY_HEADER > end)
+        return 1;
     uintptr_t head[3];
     if (read_mem(c, w[k], sizeof head, head) != sizeof head) return 0;
     return !mt_layout_binary_live(head, w[k - 2], end - w[k] - MT_BINARY_HEADER);
+}
+
+/* A dead Erlang reference to a magic binary (a resource, for one) at w, an MRef's mb (layouts.h):
+ * mb lies in a block where no live magic binary starts, as for dead_procbin. */
+static int dead_mref(struct ctx *c, uintptr_t w)
+{
+    size_t i = mt_snapshot_find(c->s, w);
+    uintptr_t head[2];
+    if (i == MT_SNAPSHOT_NONE) return 0;
+    if (!mt_layout_binary_place(w, c->s->rec[i].addr, c->s->rec[i].size)) return 1;
+    return w + sizeof head <= c->s->rec[i].addr + c->s->rec[i].size &&
+           read_mem(c, w, sizeof head, head) == sizeof head && !mt_layout_magic_live(head);
 }
 
 /* The words of p, a copy of len bytes from address at. */
@@ -216,6 +230,7 @@ static void scan_words(struct ctx *c, const void *p, size_t len, uintptr_t at)
             k++; /* bytes too */
             continue;
         }
+        if (k >= 1 && w[k - 1] == MT_MREF_HEADER && dead_mref(c, w[k])) continue;
         consider(c, w[k], at + k * sizeof *w);
     }
 }

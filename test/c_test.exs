@@ -3,7 +3,8 @@ defmodule Mtrace.CTest do
   # interning (torn reads, growth under four threads, a capped full table, fork under churn), the
   # symbolizer (ELF parsing, demangling, malformed files, lookups from four threads), reports
   # written while four threads allocate (each whole, its totals within bounds, then exact), the
-  # heap walker, and the table unwinder against libunwind, frame for frame.
+  # heap walker, the table unwinder against libunwind, frame for frame, and the layouts the mark
+  # knows, rule by rule.
   use ExUnit.Case, async: true
 
   @dir Path.expand("c", __DIR__)
@@ -33,7 +34,8 @@ defmodule Mtrace.CTest do
         {"heap_test", [], 26},
         {"heap_test_ubsan", [], 26},
         {"cfi_test", [], 5},
-        {"cfi_test_asan", [], 5}
+        {"cfi_test_asan", [], 5},
+        {"layouts_test", [], 21}
       ] do
     # One to two minutes on a loaded machine (100 s at load 17, when its limit was 100 s), and
     # ten of them run at once: `bin/test --exclude slow` skips the slowest, CI never does.

@@ -397,7 +397,7 @@ defmodule Mtrace.LeaksTest do
   @otp27_binaries if String.to_integer(System.otp_release()) >= 27,
                     do: "OTP 27's dead references to freed binaries are not recognized yet"
   if @otp27_binaries do
-    IO.puts("\nMtrace.LeaksTest skips two tests: #{@otp27_binaries}")
+    IO.puts("\nMtrace.LeaksTest skips three tests: #{@otp27_binaries}")
     @tag skip: @otp27_binaries
   end
 
@@ -421,23 +421,24 @@ defmodule Mtrace.LeaksTest do
     found_in_chunks("Lost.lose_in_binary_chunks(60, 1100, true)")
   end
 
+  if @otp27_binaries, do: @tag(skip: @otp27_binaries)
+
+  test "blocks lost over the chunks of binaries whose ProcBins the collector moved are found" do
+    # Kept across one collection, a binary's ProcBin is copied and its old place keeps val under
+    # a pointer to the copy; the lost block starts in a chunk freed before the binary's, so val
+    # lies inside it, over bytes a Binary's header left (bin/demo's preloaded part missed blocks
+    # so). 8 nodes each, alternated: 454 of 480 found without the checks (three nodes 52), 480
+    # with them. The rules' cases are checked one by one in layouts_test.
+    found_in_chunks("Lost.lose_in_moved_binary_chunks(60, 1100)")
+  end
+
   # Runs the scenario (a list of {warm, lost} masked addresses, 60 pairs) in nodes routed as
   # bin/run starts them: one node of at most five must find 58 of the 60, and no node may report
   # a block that is not lost (the warm-up calls lose a block each too).
   defp found_in_chunks(scenario) do
     counts =
       Enum.reduce_while(1..5, [], fn _, counts ->
-        {pairs, found} =
-          in_node(
-            """
-            pairs = #{scenario}
-            Process.sleep(1100)
-            found = for s <- Mtrace.leaks(blocks: true), do: Bitwise.bxor(s.address, Lost.mask())
-            {pairs, found}
-            """,
-            [{"ERL_AFLAGS", "+MRe false +MBe false"}]
-          )
-
+        {pairs, found} = scenario(scenario)
         {warm, lost} = Enum.unzip(pairs)
         assert found -- (warm ++ lost) == [], inspect(found)
         n = length(lost) - length(lost -- found)
@@ -445,6 +446,19 @@ defmodule Mtrace.LeaksTest do
       end)
 
     assert counts == :ok, "found of 60 in each node: #{inspect(counts)}"
+  end
+
+  # {pairs, the masked addresses of the lost blocks leaks/1 found} in a node started so.
+  defp scenario(scenario) do
+    in_node(
+      """
+      pairs = #{scenario}
+      Process.sleep(1100)
+      found = for s <- Mtrace.leaks(blocks: true), do: Bitwise.bxor(s.address, Lost.mask())
+      {pairs, found}
+      """,
+      [{"ERL_AFLAGS", "+MRe false +MBe false"}]
+    )
   end
 
   test "a mark while 8 threads allocate and a thread maps and unmaps memory finds what a quiet one does" do

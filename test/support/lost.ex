@@ -60,6 +60,24 @@ defmodule Mtrace.Test.Lost do
     end
   end
 
+  # The same, the binary kept across one collection first: the collector moves its ProcBin and
+  # leaves, where it was, a pointer to the copy in place of the thing word. A block malloc'd just
+  # before the binary and freed after it merges with its chunk, and the lost block, twice the
+  # size, starts there: the dead ProcBin's val lies inside the lost block.
+  def lose_in_moved_binary_chunks(n, bytes) do
+    for _ <- 1..n do
+      [warm] = lose_raw(1, 2 * bytes + 48)
+      before = Mtrace.Test.Leaky.alloc(:malloc, bytes + 24)
+      bin = :binary.copy(<<0::size(bytes)-unit(8)>>)
+      :erlang.garbage_collect()
+      _ = byte_size(bin)
+      :erlang.garbage_collect()
+      Mtrace.Test.Leaky.release(:malloc, before)
+      [lost] = lose_raw(1, 2 * bytes + 48)
+      {warm, lost}
+    end
+  end
+
   # An off-heap binary allocated and never released.
   def lose_binary(_size), do: :erlang.nif_error(:not_loaded)
 end

@@ -1,0 +1,112 @@
+/* layouts_test.c: the structures the mark knows (layouts.h), each rule on words made to its
+ * layout: what it takes and, one field off at a time, what it refuses. A rule that refuses too
+ * little hides real pointers (a false leak); one that takes too little leaves stale words (a
+ * missed one). Prints one line per check and "N passed, M failed"; exits 1 on any failure. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <link.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../c_src/layouts.h"
+#include "../../c_src/platform.h"
+
+static int passed, failed;
+
+static void check(int ok, const char *what)
+{
+    printf("%s: %s\n", ok ? "ok" : "FAILED", what);
+    ok ? passed++ : failed++;
+}
+
+/* GDB finds it by name; exported (-rdynamic) so that dlsym does too. */
+struct {
+    unsigned version, action;
+    void *relevant, *first;
+} __jit_debug_descriptor = {1, 0, NULL, NULL};
+
+static void procbins(void)
+{
+    const uintptr_t val = 0x7f0012345670, fwd = 0x7f00abcdef02;
+    uintptr_t pb[MT_PROCBIN_WORDS] = {MT_PROCBIN_HEADER, 1100, 0, val, val + MT_BINARY_HEADER, 1};
+    check(mt_layout_procbin(pb, MT_PROCBIN_WORDS), "a ProcBin is taken");
+    check(!mt_layout_procbin(pb, MT_PROCBIN_WORDS - 1), "one cut short is not");
+    pb[0] = fwd;
+    check(mt_layout_procbin(pb, MT_PROCBIN_WORDS),
+          "one the collector moved (a boxed pointer for its thing word) is taken");
+    pb[0] = fwd + 1;
+    check(!mt_layout_procbin(pb, MT_PROCBIN_WORDS), "a thing word of another tag is not");
+    pb[0] = MT_PROCBIN_HEADER;
+    pb[4] = val + 16;
+    check(!mt_layout_procbin(pb, MT_PROCBIN_WORDS), "bytes other than val + 24 are not");
+    pb[4] = val + MT_BINARY_HEADER;
+    pb[5] = 4;
+    check(!mt_layout_procbin(pb, MT_PROCBIN_WORDS), "flags past 3 are not");
+}
+
+static void binaries(void)
+{
+    const uintptr_t link = 0x7f0012345000;
+    uintptr_t live[3] = {0, 1, 1100};
+    check(mt_layout_binary_live(live, 1100, 1100), "a live Binary: flags, a count, its size");
+    check(!mt_layout_binary_live(live, 1101, 1100), "its size below the ProcBin's: dead");
+    check(!mt_layout_binary_live(live, 1100, 1099), "its size past its block: dead");
+    uintptr_t unsorted[3] = {link, link + 0x10, 1100};
+    check(!mt_layout_binary_live(unsorted, 1100, 1100),
+          "malloc's links over flags and count (an unsorted chunk): dead");
+    uintptr_t tcache[3] = {link >> 12, 0, 1100};
+    check(!mt_layout_binary_live(tcache, 1100, 1100), "a tcache's next and cleared key: dead");
+    uintptr_t huge[3] = {0, (uintptr_t)1 << 32, 1100};
+    check(!mt_layout_binary_live(huge, 1100, 1100), "a count of 2^32: dead");
+    check(mt_layout_binary_place(link, link, 1124), "a Binary at its block's start may live");
+    check(!mt_layout_binary_place(link + 1136, link, 2248),
+          "one inside another's small block does not");
+    check(mt_layout_binary_place(link + 1136, link, (size_t)256 << 10),
+          "one inside a 256 KiB carrier may");
+    uintptr_t magic[2] = {1, 1}, plain[2] = {0, 1}, freed[2] = {link, 0};
+    check(mt_layout_magic_live(magic), "a live magic binary: the magic flag and a count");
+    check(!mt_layout_magic_live(plain) && !mt_layout_magic_live(freed),
+          "without the flag, or over malloc's links: dead");
+}
+
+/* A _dl_find_object segment made in a buffer at a given address: header at the first 128-byte
+ * boundary, then entries, the first being this program's range. */
+static void segments(void)
+{
+    struct dl_find_object self;
+    if (_dl_find_object((void *)segments, &self) != 0) {
+        check(0, "_dl_find_object knows this program");
+        return;
+    }
+    static uintptr_t w[64];
+    uintptr_t at = 0x7f0012345640; /* 64 bytes below a 128-byte boundary */
+    size_t o = 64, len = sizeof w;
+    uintptr_t *h = w + o / sizeof *w, *e = h + MT_DLFO_HEADER / sizeof *w;
+    h[0] = 0;
+    h[1] = at;
+    h[2] = 1;
+    h[3] = 4;
+    e[0] = (uintptr_t)self.dlfo_map_start;
+    e[1] = (uintptr_t)self.dlfo_map_end;
+    e[2] = (uintptr_t)self.dlfo_link_map;
+    check(mt_layout_pointer_bytes(w, len, at) == o + MT_DLFO_HEADER + MT_DLFO_ENTRY,
+          "a segment is read as far as its entries in use");
+    h[1] = at + 16;
+    check(mt_layout_pointer_bytes(w, len, at) == len, "one whose to_free is not the block: whole");
+    h[1] = at;
+    e[1]++;
+    check(mt_layout_pointer_bytes(w, len, at) == len, "one whose entry is no object's: whole");
+}
+
+int main(void)
+{
+    procbins();
+    binaries();
+    segments();
+    check(mt_layout_jit_descriptor() == (uintptr_t)&__jit_debug_descriptor,
+          "the GDB JIT interface's descriptor is found");
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed != 0;
+}
