@@ -348,16 +348,48 @@ static ERL_NIF_TERM refusal(ErlNifEnv *env, const struct mt_reach *r)
     return enif_make_tuple_from_array(env, t, 3);
 }
 
-/* leaks(filter) -> {[{address, size, age_ns, stack_id, direct, scans}], info}; a block without a
- * record has nil for its stack id and scans, and what describe() says of it for its age. */
+static ERL_NIF_TERM path_of(ErlNifEnv *env, const struct mt_reach *r, size_t i);
+
+/* For each stack id of the lost blocks the filter wants, [{stack_id, path_of() its oldest lost
+ * block}] (that block's chain from its direct lost block); 0 when out of memory. */
+static ERL_NIF_TERM lost_whys(ErlNifEnv *env, const struct mt_reach *r, struct mt_filter *f)
+{
+    size_t span = 1;
+    for (size_t i = 0; i < r->snap.heap; i++)
+        if (r->state[i] != MT_REACH_REACHABLE && r->snap.rec[i].stack < MT_SNAPSHOT_UNRECORDED &&
+            r->snap.rec[i].stack >= span)
+            span = (size_t)r->snap.rec[i].stack + 1;
+    size_t *oldest = enif_alloc(span * sizeof *oldest);
+    ERL_NIF_TERM *pairs = enif_alloc(span * sizeof *pairs), result = 0;
+    size_t k = 0, id = 0;
+    if (oldest && pairs) {
+        mt_reach_oldest(r, oldest, span, 1);
+        for (; id < span; id++) {
+            size_t i = oldest[id];
+            if (i == MT_SNAPSHOT_NONE || !mt_filter_wants(f, &r->snap, &r->snap.rec[i])) continue;
+            ERL_NIF_TERM pair[2] = {enif_make_uint64(env, id), path_of(env, r, i)};
+            if (!pair[1]) break;
+            pairs[k++] = enif_make_tuple_from_array(env, pair, 2);
+        }
+        if (id == span) result = enif_make_list_from_array(env, pairs, (unsigned)k);
+    }
+    enif_free(oldest);
+    enif_free(pairs);
+    return result;
+}
+
+/* leaks(filter, why) -> {[{address, size, age_ns, stack_id, direct, scans}], info}, and with why
+ * a third element, lost_whys(); a block without a record has nil for its stack id and scans, and
+ * what describe() says of it for its age. */
 static ERL_NIF_TERM leaks(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     struct mt_filter f;
     (void)argc;
+    int paths = enif_is_identical(argv[1], atom_true);
     if (mt_filter_get(env, argv[0], &f) != 0) return enif_make_badarg(env);
     mt_guard_hold();
     struct mt_reach r;
-    if (mt_reach_run(&r, 0, 1) != 0) {
+    if ((paths ? mt_reach_run_paths(&r, 0, 1) : mt_reach_run(&r, 0, 1)) != 0) {
         mt_guard_release();
         mt_filter_drop(&f);
         return enif_raise_exception(env, atom_enomem);
@@ -419,15 +451,16 @@ static ERL_NIF_TERM leaks(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         {"mmapped_missing", enif_make_uint64(env, r.mmapped_missing)},
         {"bad_chunks", enif_make_uint64(env, r.bad_chunks)},
     };
-    ERL_NIF_TERM pair[2];
-    pair[1] = map_of(env, info, sizeof info / sizeof info[0]);
-    pair[0] = enif_make_list_from_array(env, items, (unsigned)k);
+    ERL_NIF_TERM result[3];
+    result[1] = map_of(env, info, sizeof info / sizeof info[0]);
+    result[0] = enif_make_list_from_array(env, items, (unsigned)k);
+    result[2] = paths && items ? lost_whys(env, &r, &f) : 0;
     enif_free(items);
     mt_filter_drop(&f);
     mt_reach_drop(&r);
     mt_guard_release();
-    if (!items) return enif_raise_exception(env, atom_enomem);
-    return enif_make_tuple_from_array(env, pair, 2);
+    if (!items || (paths && !result[2])) return enif_raise_exception(env, atom_enomem);
+    return enif_make_tuple_from_array(env, result, paths ? 3 : 2);
 }
 
 /* What marked record i first (roots.h), as why/2's term: {:tls, via, tid, path | nil, offset},
@@ -465,6 +498,10 @@ static ERL_NIF_TERM root_of(ErlNifEnv *env, const struct mt_reach *r, size_t i)
     case MT_ROOT_REGISTER: {
         ERL_NIF_TERM k[3] = {enif_make_atom(env, "register"), tid, make_string(env, root.reg)};
         return enif_make_tuple_from_array(env, k, 3);
+    }
+    case MT_ROOT_LOST: {
+        ERL_NIF_TERM k[1] = {enif_make_atom(env, "lost")};
+        return enif_make_tuple_from_array(env, k, 1);
     }
     case MT_ROOT_ALTSTACK:
         break;
@@ -521,7 +558,9 @@ static ERL_NIF_TERM why(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     ERL_NIF_TERM result = refusal(env, &r);
     if (!result) {
         size_t i = mt_snapshot_find(&r.snap, masked ^ MT_REACH_MASK);
-        result = i == MT_SNAPSHOT_NONE ? enif_make_atom(env, "not_a_block") : path_of(env, &r, i);
+        result = i == MT_SNAPSHOT_NONE              ? enif_make_atom(env, "not_a_block")
+                 : r.state[i] != MT_REACH_REACHABLE ? atom_nil
+                                                    : path_of(env, &r, i);
     }
     mt_reach_drop(&r);
     mt_guard_release();
@@ -560,7 +599,7 @@ static ERL_NIF_TERM whys(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         enif_free(pairs);
         return enif_raise_exception(env, atom_enomem);
     }
-    mt_reach_oldest(&r, oldest, span);
+    mt_reach_oldest(&r, oldest, span, 0);
     unsigned k = 0;
     for (; k < len; k++) {
         size_t i = oldest[ids[k]];
@@ -943,7 +982,7 @@ static int upgrade(ErlNifEnv *env, void **priv, void **old_priv, ERL_NIF_TERM in
 static ErlNifFunc funcs[] = {
     {"olds_nif", 3, olds, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"sites_nif", 2, sites, ERL_NIF_DIRTY_JOB_CPU_BOUND},
-    {"leaks_nif", 1, leaks, ERL_NIF_DIRTY_JOB_CPU_BOUND},
+    {"leaks_nif", 2, leaks, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"frames_nif", 2, frames, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"stacks_matching_nif", 2, stacks_matching, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"stats_nif", 0, stats, ERL_NIF_DIRTY_JOB_CPU_BOUND},

@@ -347,7 +347,9 @@ static size_t next_queued(struct ctx *c)
     return c->parent ? c->work[c->head++] : c->work[--c->nwork];
 }
 
-/* Reads and scans the queued blocks, a batch per system call, until none is left. */
+/* Reads and scans the queued blocks, a batch per system call, until none is left. With paths the
+ * queue only grows while it is read: it starts again at 0 once read, so that no pass's pushes
+ * (each block at most once a pass) run past its n slots. */
 static void drain(struct ctx *c)
 {
     while (queued(c)) {
@@ -405,6 +407,7 @@ static void drain(struct ctx *c)
                     c->work[c->nwork++] = idx[m];
         }
     }
+    c->head = c->nwork = 0;
 }
 
 /* A heap of one of glibc's thread arenas: 64 MiB-aligned, starting with a heap_info whose arena
@@ -506,14 +509,19 @@ static void mark_from_roots(struct ctx *c, uintptr_t own_lo, uintptr_t own_hi,
     drain(c);
 }
 
+/* Block i becomes `becomes` and is queued to be read; a direct lost block starts its chain. */
+static void queue(struct ctx *c, size_t i, uint8_t becomes)
+{
+    c->st[i] = becomes;
+    c->work[c->nwork++] = i;
+    if (c->parent && becomes == MT_REACH_DIRECT) c->parent[i] = MT_REACH_LOST;
+}
+
 /* Every block in state `state` becomes `becomes` and is queued to be read. */
 static void queue_all(struct ctx *c, uint8_t state, uint8_t becomes)
 {
     for (size_t i = 0; i < c->s->heap; i++)
-        if (c->st[i] == state) {
-            c->st[i] = becomes;
-            c->work[c->nwork++] = i;
-        }
+        if (c->st[i] == state) queue(c, i, becomes);
 }
 
 /* Lost blocks: direct when no other lost block points to them, indirect otherwise; cycles of
@@ -535,8 +543,7 @@ static void classify_lost(struct ctx *c)
     drain(c);
     for (size_t i = 0; i < s->heap; i++)
         if (c->st[i] == POINTED) {
-            c->st[i] = MT_REACH_DIRECT;
-            c->work[c->nwork++] = i;
+            queue(c, i, MT_REACH_DIRECT);
             drain(c);
         }
 }
@@ -717,8 +724,7 @@ static int run(struct mt_reach *r, int at_exit, int walk_heap, int paths, uintpt
     if (paths) {
         note_threads(&c, r->thread);
         r->threads_noted = threads;
-        /* the lost ones are classified as usual, the queue read last in, first out */
-        c.parent = NULL;
+        /* the lost ones are classified breadth first too, each noting its parent */
         c.nwork = c.head = 0;
     }
     for (size_t i = 0; i < r->snap.heap; i++)
@@ -760,23 +766,35 @@ int mt_reach_run_paths(struct mt_reach *r, int at_exit, int walk_heap)
     return run_paths(r, at_exit, walk_heap, 0);
 }
 
-void mt_reach_oldest(const struct mt_reach *r, size_t *oldest, size_t ids)
+/* Lost: an indirect block before a direct one (its chain says whose loss it is), then the
+ * oldest. */
+static int before(const struct mt_reach *r, size_t i, size_t o, int lost)
+{
+    if (o == MT_SNAPSHOT_NONE) return 1;
+    if (lost && r->state[i] != r->state[o]) return r->state[i] == MT_REACH_INDIRECT;
+    return r->snap.rec[i].time_ns < r->snap.rec[o].time_ns;
+}
+
+void mt_reach_oldest(const struct mt_reach *r, size_t *oldest, size_t ids, int lost)
 {
     for (size_t id = 0; id < ids; id++)
         oldest[id] = MT_SNAPSHOT_NONE;
     for (size_t i = 0; i < r->snap.heap; i++) {
         const struct mt_record *b = &r->snap.rec[i];
         size_t *o = b->stack < ids ? &oldest[b->stack] : NULL;
-        if (o && r->state[i] == MT_REACH_REACHABLE &&
-            (*o == MT_SNAPSHOT_NONE || b->time_ns < r->snap.rec[*o].time_ns))
-            *o = i;
+        int wanted = lost ? r->state[i] == MT_REACH_DIRECT || r->state[i] == MT_REACH_INDIRECT
+                          : r->state[i] == MT_REACH_REACHABLE;
+        if (o && wanted && before(r, i, *o, lost)) *o = i;
     }
 }
 
 size_t mt_reach_path(const struct mt_reach *r, size_t i, size_t *chain, size_t cap)
 {
     size_t len = 0;
-    if (!r->parent || i >= r->snap.heap || r->state[i] != MT_REACH_REACHABLE) return 0;
+    if (!r->parent || i >= r->snap.heap ||
+        (r->state[i] != MT_REACH_REACHABLE && r->state[i] != MT_REACH_DIRECT &&
+         r->state[i] != MT_REACH_INDIRECT))
+        return 0;
     for (;;) {
         if (len < cap) chain[len] = i;
         len++;

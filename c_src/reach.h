@@ -81,6 +81,8 @@ struct mt_reach_thread {
 #define MT_REACH_MEMORY ((size_t)-3)
 #define MT_REACH_REGISTER ((size_t)-4)
 #define MT_REACH_ALTSTACK ((size_t)-5)
+/* A lost block that no other block marked (direct): a lost chain starts at it. */
+#define MT_REACH_LOST ((size_t)-6)
 
 struct mt_reach {
     struct mt_snapshot snap;
@@ -122,10 +124,12 @@ int mt_reach_run(struct mt_reach *r, int at_exit, int walk_heap);
 /* Why blocks are kept. mt_reach_run(r, 0, 1), whose mark is a breadth-first search from the roots
  * (every root is read before any block) that notes, for each block it marks, what marked it:
  * r->parent and r->via. Following parents from a reachable block back to a root gives a shortest
- * chain of pointers (fewest blocks) from the roots to it. Costs 16 bytes a live block more than a
- * mark; one at a time (a mutex), as mt_reach_run() is.
- * mt_reach_path(): that chain for block i, the block itself first, the one a root points to last,
- * in chain[0 .. min(n, cap)); returns n, 0 when i is not a reachable heap block.
+ * chain of pointers (fewest blocks) from the roots to it. Lost blocks get parents too: each
+ * indirect one the lost block whose word marked it first, read breadth first from the direct ones,
+ * whose parent is MT_REACH_LOST. Costs 16 bytes a live block more than a mark; one at a time (a
+ * mutex), as mt_reach_run() is.
+ * mt_reach_path(): that chain for block i, the block itself first, the one a root points to (or
+ * the direct lost block) last, in chain[0 .. min(n, cap)); returns n, 0 when i is no heap block.
  * The asker holds the address it asks about (an integer in its process's heap, copies in its
  * thread's frames and registers), and such a word would be the shortest chain to any block:
  * masked is that address xor MT_REACH_MASK (so that the caller need keep no copy of it), and a
@@ -139,9 +143,10 @@ int mt_reach_paths(struct mt_reach *r, uintptr_t masked);
  * holds no address (the exit report's chains, MTRACE_REPORT_WHY). */
 int mt_reach_run_paths(struct mt_reach *r, int at_exit, int walk_heap);
 size_t mt_reach_path(const struct mt_reach *r, size_t i, size_t *chain, size_t cap);
-/* For each stack id below ids, the index in r->snap of its oldest block the mark reached, or
- * MT_SNAPSHOT_NONE, into oldest[0 .. ids): the block whose chain the readers show for a site. */
-void mt_reach_oldest(const struct mt_reach *r, size_t *oldest, size_t ids);
+/* For each stack id below ids, the index in r->snap of its oldest block the mark reached (lost: its
+ * oldest indirect lost block, else its oldest direct one), or MT_SNAPSHOT_NONE, into
+ * oldest[0 .. ids): the block whose chain the readers show for a site. */
+void mt_reach_oldest(const struct mt_reach *r, size_t *oldest, size_t ids, int lost);
 enum mt_lost_rule mt_reach_rule(const struct mt_reach *r, int after_reset);
 
 /* Whether a scan must walk glibc's heap for mt_reach_rule to call blocks lost: the records alone

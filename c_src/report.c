@@ -222,7 +222,7 @@ static int gather_live(struct gather *g, const struct mt_report_req *req)
     for (size_t i = 0; i < snap->n; i++)
         gather_record(g, &snap->rec[i], g->split ? g->reach.state[i] : 0);
     if (g->split && why && (g->oldest = malloc(g->ids * sizeof *g->oldest)))
-        mt_reach_oldest(&g->reach, g->oldest, g->ids);
+        mt_reach_oldest(&g->reach, g->oldest, g->ids, 0);
     if (!g->split) mt_snapshot_drop(&own);
     return 0;
 }
@@ -446,6 +446,9 @@ static void print_root(struct mt_out *o, const struct mt_root *root)
     case MT_ROOT_ALTSTACK:
         mt_out_str(o, "sigaltstack of thread ");
         mt_out_u64(o, (uint64_t)root->tid);
+        return;
+    case MT_ROOT_LOST:
+        mt_out_str(o, "nothing (lost)");
         return;
     case MT_ROOT_MAPPING:
         mt_out_str(o, root->library && root->library[0] ? "other " : "vm ");

@@ -129,6 +129,8 @@ void mt_root_name(const struct mt_reach *r, size_t i, struct mt_root *out)
                                 .reg = reg < MT_WORLD_REGS ? mt_world_reg_names[reg] : ""};
     } else if (r->parent[i] == MT_REACH_ALTSTACK) {
         *out = (struct mt_root){.kind = MT_ROOT_ALTSTACK, .tid = tid};
+    } else if (r->parent[i] == MT_REACH_LOST) {
+        *out = (struct mt_root){.kind = MT_ROOT_LOST};
     } else {
         memory_root(r, via, out);
     }

@@ -29,6 +29,7 @@ enum mt_root_kind {
                        * anonymous memory) */
     MT_ROOT_REGISTER, /* tid, reg: the register's name */
     MT_ROOT_ALTSTACK, /* tid */
+    MT_ROOT_LOST,     /* none: the chain starts at a direct lost block */
 };
 
 struct mt_root {

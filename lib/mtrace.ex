@@ -84,7 +84,11 @@ defmodule Mtrace do
 
   @type olds_option :: {:demangle, boolean()} | block_filter()
   @type leaks_option ::
-          {:demangle, boolean()} | {:blocks, boolean()} | block_filter() | cluster_option()
+          {:demangle, boolean()}
+          | {:blocks, boolean()}
+          | {:why, boolean()}
+          | block_filter()
+          | cluster_option()
   @type top_option ::
           {:demangle, boolean()}
           | {:group, group()}
@@ -214,6 +218,12 @@ defmodule Mtrace do
       matches this `Regex`. Default `nil`.
     * `:erlang` - only sites whose stack passes through this Erlang function, as in `olds/2`.
     * `:blocks` - when `true`, one `Mtrace.Site` per block, with its `address`. Default `false`.
+    * `:why` - when `true`, each site's `why` is the chain that leads to its oldest indirectly
+      lost block, or its oldest block when all are direct (a `Mtrace.Path` whose root is
+      `%{kind: :lost}`): from the lost block nothing points to (a direct one), through the lost
+      blocks that hold the next, to it. A lost list's nodes say
+      which head lost them. `nil` for blocks without a record; with `blocks: true`, only the
+      site of the block a chain ends at has it. Default `false`.
     * `:demangle` - C++ and Rust names demangled. Default `true`.
     * `:nodes`, `:timeout` - as in `top/2`: each node's answer, in a map.
 
@@ -277,20 +287,39 @@ defmodule Mtrace do
   end
 
   defp leaks_here(opts) do
-    {blocks, info} = Nif.leaks_nif(Options.filter(opts)) |> complete!()
-    {blocks |> lost_sites(opts) |> Sites.matching_regex(opts) |> Sites.by_size(), info}
+    {blocks, info, whys} =
+      case Nif.leaks_nif(Options.filter(opts), opts[:why]) |> complete!() do
+        {blocks, info} -> {blocks, info, %{}}
+        {blocks, info, pairs} -> {blocks, info, lost_whys(pairs, opts[:demangle])}
+      end
+
+    {blocks |> lost_sites(whys, opts) |> Sites.matching_regex(opts) |> Sites.by_size(), info}
+  end
+
+  # By stack id, the chain of its oldest lost block from the direct lost block that leads to it.
+  defp lost_whys(pairs, demangle) do
+    Map.new(
+      Enum.zip(Enum.map(pairs, &elem(&1, 0)), paths(Enum.map(pairs, &elem(&1, 1)), demangle))
+    )
   end
 
   # Lost blocks {address, size, age_ns, stack_id, direct, scans} grouped by stack (or one a
   # block); blocks known from glibc's heap alone (stack and scans nil, and what they hold in
   # age's place) grouped by usable size and what they hold.
-  defp lost_sites(blocks, opts) do
+  # With why: each site of a stack gets its chain; with blocks: true, only the block it ends at.
+  defp lost_sites(blocks, whys, opts) do
     ids = for {_, _, _, id, _, _} <- blocks, id != nil, uniq: true, do: id
     stacks = Sites.stacks(ids, opts[:demangle])
 
     if opts[:blocks] do
-      Enum.map(blocks, fn {address, _, _, _, _, _} = b ->
-        %{lost_site([b], stacks) | address: address}
+      Enum.map(blocks, fn {address, _, _, id, _, _} = b ->
+        why =
+          with %{links: links} = path <- whys[id],
+               %{address: ^address} <- List.last(links),
+               do: path,
+               else: (_ -> nil)
+
+        %{lost_site([b], stacks) | address: address, why: why}
       end)
     else
       blocks
@@ -298,7 +327,7 @@ defmodule Mtrace do
         {_, _, _, nil, _, _} = b -> {:unrecorded, elem(b, 1), holds(b)}
         {_, _, _, id, _, _} -> id
       end)
-      |> Enum.map(fn {_, bs} -> lost_site(bs, stacks) end)
+      |> Enum.map(fn {id, bs} -> %{lost_site(bs, stacks) | why: whys[id]} end)
     end
   end
 
@@ -429,6 +458,7 @@ defmodule Mtrace do
 
   defp path_root({:register, tid, name}), do: %{kind: :register, thread: tid, register: name}
   defp path_root({:altstack, tid}), do: %{kind: :altstack, thread: tid}
+  defp path_root({:lost}), do: %{kind: :lost}
 
   defp path_root({:mapping, via, lo, hi, name}) do
     %{

@@ -174,6 +174,48 @@ defmodule Mtrace.WhyTest do
     assert found
   end
 
+  test "leaks/1 with why: true leads from a lost list's head to its oldest node, lost by lost" do
+    # lose_list(4): each node's first word points to the node made before it, and the last made,
+    # the head, is the direct one: the chain starts there and goes down the list, each link's
+    # pointer at offset 0. A stale word may keep the list (see leaks_test): one node of four.
+    chained =
+      Enum.find_value(1..4, fn _ ->
+        {sites, without} =
+          in_node("""
+          :ok = Lost.lose_list(4)
+          Process.sleep(1100)
+          names = fn stack -> stack |> Enum.take(2) |> Enum.map(& &1.function) end
+          sites = Mtrace.leaks(why: true, library: "lost.so")
+          plain = fn nil -> nil
+            %Mtrace.Path{root: root, links: links} ->
+              {root, Enum.map(links, &{&1.size, &1.offset, names.(&1.stack)})}
+          end
+          {for(s <- sites, do: {names.(s.stack), s.blocks, s.direct_blocks, plain.(s.why)}),
+           Enum.map(Mtrace.leaks(library: "lost.so"), & &1.why)}
+          """)
+
+        assert Enum.all?(without, &is_nil/1)
+        node = ["malloc", "lost_node"]
+
+        case sites do
+          [{^node, 4, 1, why}] -> why
+          _ -> nil
+        end
+      end)
+
+    # an indirect node (three of four are), the oldest of them: made within one tick of the
+    # clock, any of them, at its depth
+    node = ["malloc", "lost_node"]
+    assert {%{kind: :lost}, [_ | _] = links} = chained
+    assert length(links) in 2..4, inspect(links)
+    assert List.last(links) == {64, nil, node}
+    assert Enum.all?(Enum.drop(links, -1), &(&1 == {64, 0, node})), inspect(links)
+
+    assert_raise ArgumentError, ~r/^Mtrace.leaks\/1: why must be true or false/, fn ->
+      Mtrace.leaks(why: :yes)
+    end
+  end
+
   test "an address in no live block, and bad arguments" do
     assert {{:error, :not_a_block}, {:error, :not_a_block}} =
              in_node("""

@@ -48,13 +48,16 @@ defmodule Mtrace.Nif do
           | :not_preloaded
   def sites_nif(_filter, _split_ns), do: :erlang.nif_error(:not_loaded)
 
-  @spec leaks_nif(filter()) ::
+  # With why: true, a third element: [{stack_id, chain}] (the chain of the stack's oldest lost
+  # block from its direct lost block, as why_nif/1 gives chains).
+  @spec leaks_nif(filter(), boolean()) ::
           {[
              {non_neg_integer(), non_neg_integer(), non_neg_integer() | term(),
               non_neg_integer() | nil, boolean(), pos_integer() | nil}
            ], map()}
+          | {[tuple()], map(), [{non_neg_integer(), term()}]}
           | refusal()
-  def leaks_nif(_filter), do: :erlang.nif_error(:not_loaded)
+  def leaks_nif(_filter, _why), do: :erlang.nif_error(:not_loaded)
 
   # The ids whose stacks pass the filter's library, function and erlang, in their order.
   @spec stacks_matching_nif(filter(), [non_neg_integer()]) :: [non_neg_integer()]

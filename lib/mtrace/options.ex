@@ -22,7 +22,9 @@ defmodule Mtrace.Options do
 
   @defaults %{
     olds: [demangle: false] ++ @filters,
-    leaks: [demangle: true, blocks: false] ++ Keyword.put(@filters, :min_age, 1) ++ @cluster,
+    leaks:
+      [demangle: true, blocks: false, why: false] ++
+        Keyword.put(@filters, :min_age, 1) ++ @cluster,
     top: [demangle: true, group: :stack, why: false] ++ @filters ++ @cluster,
     diff: [demangle: true, group: :stack] ++ Keyword.take(@filters, @by_stack) ++ @cluster,
     mark: @cluster,

@@ -27,6 +27,9 @@ defmodule Mtrace.Path do
         (`{start, end}`) and `:address`.
       * `:other` - any other mapping (a file mapped writable, shared memory): `:name` (its path
         as `/proc/self/maps` gives it), `:offset`, `:mapping` and `:address`.
+      * `:lost` - nothing: the chain of a lost block (`Mtrace.leaks/1` with `why: true`) starts
+        at the lost block that no other block points to (a direct one), and follows the lost
+        blocks that lead to it.
     * `:links` - the blocks on the way, from the one the root points to, to the block asked
       about (the last), each a map of `:address`, `:size` (the requested size; the usable size
       for a block without a record), `:offset` (where in this block the pointer to the next
@@ -39,7 +42,7 @@ defmodule Mtrace.Path do
 
   defstruct root: %{}, links: []
 
-  @type kind :: :static | :stack | :tls | :register | :altstack | :vm | :other
+  @type kind :: :static | :stack | :tls | :register | :altstack | :vm | :other | :lost
 
   @type root :: %{
           required(:kind) => kind(),
@@ -85,6 +88,7 @@ defimpl Inspect, for: Mtrace.Path do
 
   defp root(%{kind: :register, thread: tid, register: reg}), do: "#{reg} of thread #{tid}"
   defp root(%{kind: :altstack, thread: tid}), do: "sigaltstack of thread #{tid}"
+  defp root(%{kind: :lost}), do: "lost"
   defp root(%{kind: kind, offset: off} = r), do: "#{kind} #{r[:name] || "mapping"}+#{off}"
   defp root(%{kind: kind}), do: "#{kind}"
 

@@ -42,7 +42,9 @@ defmodule Mtrace.Site do
       as `Mtrace.why/2` would answer for it (a `Mtrace.Path`), from one mark for all the sites;
       `nil` when the mark reached none of the site's blocks (all of them lost, or, where the
       scan cannot see every block, not known), and without the option. Merged sites (`group:`)
-      take the largest one's.
+      take the largest one's. With `why: true` on `Mtrace.leaks/1`: the chain of lost blocks
+      that leads to the site's oldest indirectly lost block (else its oldest), from the direct
+      one (root `%{kind: :lost}`).
   """
 
   defstruct bytes: 0,
