@@ -386,7 +386,8 @@ static ERL_NIF_TERM leaks(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     struct mt_filter f;
     (void)argc;
     int paths = enif_is_identical(argv[1], atom_true);
-    if (mt_filter_get(env, argv[0], &f) != 0) return enif_make_badarg(env);
+    if ((!paths && !enif_is_identical(argv[1], atom_false)) || mt_filter_get(env, argv[0], &f) != 0)
+        return enif_make_badarg(env);
     mt_guard_hold();
     struct mt_reach r;
     if ((paths ? mt_reach_run_paths(&r, 0, 1) : mt_reach_run(&r, 0, 1)) != 0) {

@@ -260,8 +260,10 @@ defmodule Mtrace.FuzzTest do
       {"sites_nif", @rounds, fn -> {&nif.sites_nif/2, [filter(), u64()]} end,
        &match?({now, rows} when is_integer(now) and is_list(rows), &1)},
       {"frames_nif", @rounds, fn -> {&nif.frames_nif/2, [ids(), bool()]} end, &is_list/1},
-      {"leaks_nif", @slow_rounds, fn -> {&nif.leaks_nif/1, [filter()]} end,
-       &(match?({blocks, %{}} when is_list(blocks), &1) or match?({:error, _, _}, &1))}
+      {"leaks_nif", @slow_rounds, fn -> {&nif.leaks_nif/2, [filter(), bool()]} end,
+       &(match?({blocks, %{}} when is_list(blocks), &1) or
+           match?({blocks, %{}, whys} when is_list(blocks) and is_list(whys), &1) or
+           match?({:error, _, _}, &1))}
     ]
 
     for {name, rounds, gen, shape} <- calls, _ <- 1..rounds do

@@ -19,7 +19,7 @@ defmodule Mtrace.Nif do
           {non_neg_integer(), String.t() | nil, String.t() | nil, non_neg_integer() | nil,
            String.t() | nil, pos_integer() | nil, boolean(), boolean() | :maybe, boolean()}
 
-  # What a reader gets when the table cannot answer (leaks_nif/1, why_nif/1): the rule's reason,
+  # What a reader gets when the table cannot answer (leaks_nif/2, why_nif/1): the rule's reason,
   # with the walk's refusal; or the node is not preloaded, with why.
   @type refusal :: {:error, atom(), String.t() | nil} | {:not_preloaded, String.t()}
 
