@@ -142,7 +142,8 @@ defmodule Mtrace.LeaksTest do
       """)
 
     assert before == 0
-    assert info.missed_frees >= 1 and again.missed_frees == 0
+    # the scans' info says whether glibc's heap was walked, and why not
+    assert info.missed_frees >= 1 and again.missed_frees == 0, inspect({info, again})
     assert stats.missed_frees == info.missed_frees
     assert listed == {true, false}
   end

@@ -147,15 +147,22 @@ static ERL_NIF_TERM lose_raw(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]
 extern void __libc_free(void *);
 
 /* free_behind(size): a block allocated through malloc and freed through glibc's own __libc_free,
- * which mtrace does not see: its record outlives it. Returns its address xor MASK. */
+ * which mtrace does not see: its record outlives it. Returns its address xor MASK. A block of
+ * malloc's own mapping (an mmapped chunk) leaves a hole that the kernel gives to the next mapping
+ * of its size, which another thread may make at once (a chunk whose block then starts at the same
+ * address, and the record seems alive): the hole is held by a mapping of no access, for good. */
 static ERL_NIF_TERM free_behind(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     unsigned size;
     (void)argc;
     if (!enif_get_uint(env, argv[0], &size)) return enif_make_badarg(env);
-    void *p = masked_block(size);
+    char *p = masked_block(size);
     uint64_t masked = (uint64_t)(uintptr_t)p ^ MASK;
+    size_t chunk = ((size_t *)p)[-1];
     __libc_free(p);
+    if (chunk & 2) /* IS_MMAPPED: the chunk starts 16 bytes before the block, on a page */
+        mmap(p - 16, chunk & ~(size_t)7, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
+             -1, 0);
     return enif_make_uint64(env, masked);
 }
 
