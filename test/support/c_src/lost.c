@@ -161,8 +161,8 @@ static ERL_NIF_TERM free_behind(ErlNifEnv *env, int argc, const ERL_NIF_TERM arg
     size_t chunk = ((size_t *)p)[-1];
     __libc_free(p);
     if (chunk & 2) /* IS_MMAPPED: the chunk starts 16 bytes before the block, on a page */
-        mmap(p - 16, chunk & ~(size_t)7, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
-             -1, 0);
+        mmap(p - 16, chunk & ~(size_t)7, PROT_NONE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
     return enif_make_uint64(env, masked);
 }
 
