@@ -55,6 +55,12 @@ int mt_layout_magic_live(const uintptr_t head[2])
            head[1] <= UINT32_MAX;
 }
 
+int mt_layout_matchstate(const uintptr_t *w, size_t n)
+{
+    return n >= MT_MATCHSTATE_WORDS && w[0] == MT_MATCHSTATE_HEADER && (w[1] & 3) == 2 &&
+           w[3] <= w[4];
+}
+
 uintptr_t mt_layout_jit_descriptor(void)
 {
     return (uintptr_t)dlsym(RTLD_DEFAULT, "__jit_debug_descriptor");

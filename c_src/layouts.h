@@ -58,6 +58,15 @@ int mt_layout_binary_place(uintptr_t at, uintptr_t addr, size_t size);
 #define MT_MREF_HEADER 0x90
 int mt_layout_magic_live(const uintptr_t head[2]);
 
+/* Whether the n words at w start an Erlang match state of OTP 25 and 26 (ErlBinMatchState, a
+ * binary being matched): a thing word (arity 4, subtag BIN_MATCHSTATE), orig (the binary's term:
+ * boxed, low bits 2), base (a raw pointer into the binary's bytes), then offset and size in bits
+ * (offset <= size). base never keeps anything: orig keeps the binary. The VM leaves dead ones in
+ * its garbage, and base then points into whatever malloc gave the freed binary's chunk to. */
+#define MT_MATCHSTATE_HEADER 0x104
+#define MT_MATCHSTATE_WORDS 5
+int mt_layout_matchstate(const uintptr_t *w, size_t n);
+
 /* The GDB JIT interface (GDB's manual, "JIT Compilation Interface"; the BEAM's JIT, LLVM and
  * LuaJIT register their code so): a global __jit_debug_descriptor {version, action, relevant
  * entry, first entry} heads a list of entries {next, previous, symfile address, symfile size}.

@@ -231,6 +231,7 @@ static void scan_words(struct ctx *c, const void *p, size_t len, uintptr_t at)
             continue;
         }
         if (k >= 1 && w[k - 1] == MT_MREF_HEADER && dead_mref(c, w[k])) continue;
+        if (k >= 2 && mt_layout_matchstate(w + k - 2, n - (k - 2))) continue; /* its base */
         consider(c, w[k], at + k * sizeof *w);
     }
 }

@@ -46,6 +46,22 @@ static void procbins(void)
     check(!mt_layout_procbin(pb, MT_PROCBIN_WORDS), "flags past 3 are not");
 }
 
+static void matchstates(void)
+{
+    const uintptr_t orig = 0x7f00abcdef02, base = 0x7f0012345688;
+    uintptr_t ms[MT_MATCHSTATE_WORDS] = {MT_MATCHSTATE_HEADER, orig, base, 0, 0x4c40};
+    check(mt_layout_matchstate(ms, MT_MATCHSTATE_WORDS), "a match state is taken: base is skipped");
+    check(!mt_layout_matchstate(ms, MT_MATCHSTATE_WORDS - 1), "one cut short is not");
+    ms[1] = orig + 1;
+    check(!mt_layout_matchstate(ms, MT_MATCHSTATE_WORDS), "an orig that is not boxed is not");
+    ms[1] = orig;
+    ms[3] = 0x4c48;
+    check(!mt_layout_matchstate(ms, MT_MATCHSTATE_WORDS), "an offset past the size is not");
+    ms[3] = 0;
+    ms[0] = MT_MATCHSTATE_HEADER + 0x40;
+    check(!mt_layout_matchstate(ms, MT_MATCHSTATE_WORDS), "another arity is not");
+}
+
 static void binaries(void)
 {
     const uintptr_t link = 0x7f0012345000;
@@ -103,6 +119,7 @@ static void segments(void)
 int main(void)
 {
     procbins();
+    matchstates();
     binaries();
     segments();
     check(mt_layout_jit_descriptor() == (uintptr_t)&__jit_debug_descriptor,
