@@ -350,6 +350,25 @@ static ERL_NIF_TERM refusal(ErlNifEnv *env, const struct mt_reach *r)
 
 static ERL_NIF_TERM path_of(ErlNifEnv *env, const struct mt_reach *r, size_t i);
 
+/* [{id, path_of() oldest[id] | nil}] for each of ids[0 .. n), the ids oldest was filled for
+ * (mt_reach_oldest); 0 when out of memory. */
+static ERL_NIF_TERM paths_by_id(ErlNifEnv *env, const struct mt_reach *r, const size_t *oldest,
+                                const uint32_t *ids, size_t n)
+{
+    ERL_NIF_TERM *pairs = enif_alloc((n + 1) * sizeof *pairs), result = 0;
+    size_t k = 0;
+    for (; pairs && k < n; k++) {
+        size_t i = oldest[ids[k]];
+        ERL_NIF_TERM pair[2] = {enif_make_uint64(env, ids[k]),
+                                i == MT_SNAPSHOT_NONE ? atom_nil : path_of(env, r, i)};
+        if (!pair[1]) break;
+        pairs[k] = enif_make_tuple_from_array(env, pair, 2);
+    }
+    if (pairs && k == n) result = enif_make_list_from_array(env, pairs, (unsigned)n);
+    enif_free(pairs);
+    return result;
+}
+
 /* For each stack id of the lost blocks the filter wants, [{stack_id, path_of() its oldest lost
  * block}] (that block's chain from its direct lost block); 0 when out of memory. */
 static ERL_NIF_TERM lost_whys(ErlNifEnv *env, const struct mt_reach *r, struct mt_filter *f)
@@ -359,22 +378,19 @@ static ERL_NIF_TERM lost_whys(ErlNifEnv *env, const struct mt_reach *r, struct m
         if (r->state[i] != MT_REACH_REACHABLE && r->snap.rec[i].stack < MT_SNAPSHOT_UNRECORDED &&
             r->snap.rec[i].stack >= span)
             span = (size_t)r->snap.rec[i].stack + 1;
-    size_t *oldest = enif_alloc(span * sizeof *oldest);
-    ERL_NIF_TERM *pairs = enif_alloc(span * sizeof *pairs), result = 0;
-    size_t k = 0, id = 0;
-    if (oldest && pairs) {
+    size_t *oldest = enif_alloc(span * sizeof *oldest), n = 0;
+    uint32_t *ids = enif_alloc(span * sizeof *ids);
+    ERL_NIF_TERM result = 0;
+    if (oldest && ids) {
         mt_reach_oldest(r, oldest, span, 1);
-        for (; id < span; id++) {
-            size_t i = oldest[id];
-            if (i == MT_SNAPSHOT_NONE || !mt_filter_wants(f, &r->snap, &r->snap.rec[i])) continue;
-            ERL_NIF_TERM pair[2] = {enif_make_uint64(env, id), path_of(env, r, i)};
-            if (!pair[1]) break;
-            pairs[k++] = enif_make_tuple_from_array(env, pair, 2);
-        }
-        if (id == span) result = enif_make_list_from_array(env, pairs, (unsigned)k);
+        for (size_t id = 0; id < span; id++)
+            if (oldest[id] != MT_SNAPSHOT_NONE &&
+                mt_filter_wants(f, &r->snap, &r->snap.rec[oldest[id]]))
+                ids[n++] = (uint32_t)id;
+        result = paths_by_id(env, r, oldest, ids, n);
     }
     enif_free(oldest);
-    enif_free(pairs);
+    enif_free(ids);
     return result;
 }
 
@@ -590,31 +606,20 @@ static ERL_NIF_TERM whys(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         if (id >= span) span = (size_t)id + 1;
     }
     size_t *oldest = enif_alloc(span * sizeof *oldest);
-    ERL_NIF_TERM *pairs = enif_alloc((len + 1) * sizeof *pairs), result = 0;
     mt_guard_hold();
     struct mt_reach r;
-    if (!oldest || !pairs || mt_reach_paths(&r, 0) != 0) {
+    if (!oldest || mt_reach_paths(&r, 0) != 0) {
         mt_guard_release();
         enif_free(ids);
         enif_free(oldest);
-        enif_free(pairs);
         return enif_raise_exception(env, atom_enomem);
     }
     mt_reach_oldest(&r, oldest, span, 0);
-    unsigned k = 0;
-    for (; k < len; k++) {
-        size_t i = oldest[ids[k]];
-        ERL_NIF_TERM path = i == MT_SNAPSHOT_NONE ? atom_nil : path_of(env, &r, i);
-        if (!path) break;
-        ERL_NIF_TERM pair[2] = {enif_make_uint64(env, ids[k]), path};
-        pairs[k] = enif_make_tuple_from_array(env, pair, 2);
-    }
-    if (k == len) result = enif_make_list_from_array(env, pairs, len);
+    ERL_NIF_TERM result = paths_by_id(env, &r, oldest, ids, len);
     mt_reach_drop(&r);
     mt_guard_release();
     enif_free(ids);
     enif_free(oldest);
-    enif_free(pairs);
     return result ? result : enif_raise_exception(env, atom_enomem);
 }
 

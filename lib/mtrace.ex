@@ -290,17 +290,10 @@ defmodule Mtrace do
     {blocks, info, whys} =
       case Nif.leaks_nif(Options.filter(opts), opts[:why]) |> complete!() do
         {blocks, info} -> {blocks, info, %{}}
-        {blocks, info, pairs} -> {blocks, info, lost_whys(pairs, opts[:demangle])}
+        {blocks, info, pairs} -> {blocks, info, paths_by_id(pairs, opts[:demangle])}
       end
 
     {blocks |> lost_sites(whys, opts) |> Sites.matching_regex(opts) |> Sites.by_size(), info}
-  end
-
-  # By stack id, the chain of its oldest lost block from the direct lost block that leads to it.
-  defp lost_whys(pairs, demangle) do
-    Map.new(
-      Enum.zip(Enum.map(pairs, &elem(&1, 0)), paths(Enum.map(pairs, &elem(&1, 1)), demangle))
-    )
   end
 
   # Lost blocks {address, size, age_ns, stack_id, direct, scans} grouped by stack (or one a
@@ -579,9 +572,10 @@ defmodule Mtrace do
   end
 
   # By stack id, the chain that keeps the stack's oldest reachable block, from one mark.
-  defp whys(ids, demangle) do
-    pairs = Nif.whys_nif(ids)
+  defp whys(ids, demangle), do: ids |> Nif.whys_nif() |> paths_by_id(demangle)
 
+  # [{stack_id, chain | nil}] as a map of Mtrace.Path (or nil) by stack id.
+  defp paths_by_id(pairs, demangle) do
     Map.new(
       Enum.zip(Enum.map(pairs, &elem(&1, 0)), paths(Enum.map(pairs, &elem(&1, 1)), demangle))
     )

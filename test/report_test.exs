@@ -210,20 +210,22 @@ defmodule Mtrace.ReportTest do
     assert small.peak == full.peak
   end
 
+  # reachprog's exit report, written to dir with the variables env, args its arguments; it must
+  # end as it would without mtrace.
+  defp reachprog_report!(dir, args, env) do
+    path = Path.join(dir, "r.txt")
+    {out, 0} = run(bin("reachprog"), args, [{"MTRACE_REPORT", path} | env])
+    assert out == "reachprog: done\n"
+    File.read!(path)
+  end
+
   @tag :tmp_dir
   test "stdio's buffer, static data, thread-locals and a waiting thread's stack keep their blocks; the rest is lost as LSan says",
        %{tmp_dir: dir} do
     {lsan, _} = run(bin("reachprog_lsan"), [], [{"LD_PRELOAD", nil}])
     [_, bytes, blocks] = Regex.run(~r/LeakSanitizer: (\d+) byte\(s\) leaked in (\d+) alloc/, lsan)
 
-    {out, 0} =
-      run(bin("reachprog"), [], [
-        {"MTRACE_REPORT", Path.join(dir, "r.txt")},
-        {"MTRACE_REPORT_REACHABLE", "1"}
-      ])
-
-    assert out == "reachprog: done\n"
-    text = File.read!(Path.join(dir, "r.txt"))
+    text = reachprog_report!(dir, [], [{"MTRACE_REPORT_REACHABLE", "1"}])
     refute text =~ "kept by"
     r = report!(text)
     assert r.live == {String.to_integer(bytes), String.to_integer(blocks)}
@@ -240,15 +242,9 @@ defmodule Mtrace.ReportTest do
 
   @tag :tmp_dir
   test "MTRACE_REPORT_WHY: each reachable site says what keeps its oldest block", %{tmp_dir: dir} do
-    {out, 0} =
-      run(bin("reachprog"), [], [
-        {"MTRACE_REPORT", Path.join(dir, "r.txt")},
-        {"MTRACE_REPORT_REACHABLE", "1"},
-        {"MTRACE_REPORT_WHY", "1"}
-      ])
+    text =
+      reachprog_report!(dir, [], [{"MTRACE_REPORT_REACHABLE", "1"}, {"MTRACE_REPORT_WHY", "1"}])
 
-    assert out == "reachprog: done\n"
-    text = File.read!(Path.join(dir, "r.txt"))
     reachable = text |> String.split("\nstill reachable:") |> List.last()
     # the static pointer, stdout's buffer (in libc's FILE), the waiting thread's stack
     assert reachable =~
@@ -274,15 +270,12 @@ defmodule Mtrace.ReportTest do
   @tag :tmp_dir
   test "a JIT's entry and symfile on the GDB JIT interface's list are kept and keep nothing",
        %{tmp_dir: dir} do
-    {out, 0} =
-      run(bin("reachprog"), ["jit"], [
-        {"MTRACE_REPORT", Path.join(dir, "r.txt")},
+    text =
+      reachprog_report!(dir, ["jit"], [
         {"MTRACE_REPORT_REACHABLE", "1"},
         {"MTRACE_REPORT_WHY", "1"}
       ])
 
-    assert out == "reachprog: done\n"
-    text = File.read!(Path.join(dir, "r.txt"))
     r = report!(text)
     assert {444, 1} in Enum.map(r.sites, &{&1.bytes, &1.blocks})
     assert r.live == {2192 + 444, 7}
@@ -298,15 +291,12 @@ defmodule Mtrace.ReportTest do
        %{tmp_dir: dir} do
     # The holder thread blocks every signal (a sigwait thread does); MTRACE_REPORT_SIGNAL starts
     # mtrace's report thread, which blocks every signal too.
-    {out, 0} =
-      run(bin("reachprog"), ["blocked"], [
-        {"MTRACE_REPORT", Path.join(dir, "r.txt")},
+    text =
+      reachprog_report!(dir, ["blocked"], [
         {"MTRACE_REPORT_REACHABLE", "1"},
         {"MTRACE_REPORT_SIGNAL", "USR2"}
       ])
 
-    assert out == "reachprog: done\n"
-    text = File.read!(Path.join(dir, "r.txt"))
     r = report!(text)
     assert r.live == {2192, 6} and r.lost == {3, 3}
     assert {333, "keep"} in Enum.map(r.reachable_sites, &{&1.bytes, Enum.at(names(&1), 1)})
@@ -323,14 +313,7 @@ defmodule Mtrace.ReportTest do
   @tag :tmp_dir
   test "a walk that finds an mmapped chunk glibc no longer counts lets the threads go on and walks again",
        %{tmp_dir: dir} do
-    {out, 0} =
-      run(bin("reachprog"), ["unmapping"], [
-        {"MTRACE_REPORT", Path.join(dir, "r.txt")},
-        {"MTRACE_SAMPLE", "4096"}
-      ])
-
-    assert out == "reachprog: done\n"
-    text = File.read!(Path.join(dir, "r.txt"))
+    text = reachprog_report!(dir, ["unmapping"], [{"MTRACE_SAMPLE", "4096"}])
     assert text =~ ~r/^  glibc's heap walked: \d+ live blocks without a record/m, text
     r = report!(text)
     assert elem(r.live, 1) == 6 and r.lost == {3, 3}, text
