@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -36,6 +37,7 @@ static char prog[NAME_MAX + 1];
 static struct mt_tally *signal_base, *snapshot_base;
 static unsigned signal_prev; /* the previous signal report, 0 before the first */
 static int wake_fd = -1;     /* the signal handler's only action is to write here */
+static sem_t worker_out;     /* posted once the worker is out of the world's stops */
 
 /* Incremental reports need a name per report: MTRACE_REPORT when it has a %s, else this. */
 static const char default_signal_template[] = "%n-%p-%s.memlog";
@@ -196,6 +198,7 @@ static void *worker(void *arg)
     (void)arg;
     mt_guard_hold();
     mt_world_exclude();
+    sem_post(&worker_out);
     uint64_t period = (uint64_t)mt_config.csv_period * 1000u, next = now_ms() + period;
     for (;;) {
         int timeout = -1;
@@ -246,6 +249,18 @@ static void after_fork_child(void)
     pthread_mutex_unlock(&lock);
 }
 
+/* Until the worker has said which thread it is, a stop (the exit report's, in a program that
+ * exits at once) would count it as one of the program's threads that cannot stop. Bounded: a
+ * worker the scheduler keeps waiting costs start-up at most a second, and is miscounted. */
+static void await_worker(void)
+{
+    struct timespec at;
+    clock_gettime(CLOCK_MONOTONIC, &at);
+    at.tv_sec += 1;
+    while (sem_clockwait(&worker_out, CLOCK_MONOTONIC, &at) != 0 && errno == EINTR)
+        ;
+}
+
 static int start_worker(void)
 {
     wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -257,10 +272,14 @@ static int start_worker(void)
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    sem_init(&worker_out, 0, 0);
     int rc = pthread_create(&t, &attr, worker, NULL);
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc == 0) return 0;
+    if (rc == 0) {
+        await_worker();
+        return 0;
+    }
     close(wake_fd);
     wake_fd = -1;
     return -1;
