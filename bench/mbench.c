@@ -1,13 +1,14 @@
 /* mbench: the cost of one malloc+free pair, for comparing allocator tracers (see bin/bench).
  *
  * Each thread keeps a ring of `live` blocks: an iteration frees the oldest and mallocs a new one
- * of 16..4096 bytes. The malloc is made at the bottom of `depth` distinct frames, so that an
- * unwinder has a real stack to walk. `leak` blocks are allocated first and never freed (for RSS,
- * and for the time a tracer takes to keep a large live set: ns_per_leak). Prints one line of
- * key=value pairs; ns_per_pair is the median over the repetitions of the wall time of one
- * repetition divided by its iterations. With MBENCH_ATTACH=path, the program first dlopens that
- * mtrace.so and attaches it (attach.h), as `bin/mtrace attach` would, and says how long the
- * attach took (attach_us): the pairs then measure the hot path of an attached process.
+ * of 16..4096 bytes; with -s (steady) of the freed one's size, so that glibc finds an exact fit
+ * and the untraced pair is a third of the cost. The malloc is made at the bottom of `depth`
+ * distinct frames, so that an unwinder has a real stack to walk. `leak` blocks are allocated first
+ * and never freed (for RSS, and for the time a tracer takes to keep a large live set: ns_per_leak).
+ * Prints one line of key=value pairs; ns_per_pair is the median over the repetitions of the wall
+ * time of one repetition divided by its iterations. With MBENCH_ATTACH=path, the program first
+ * dlopens that mtrace.so and attaches it (attach.h), as `bin/mtrace attach` would, and says how
+ * long the attach took (attach_us): the pairs then measure the hot path of an attached process.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -54,7 +55,7 @@ static void *alloc_at_depth(int depth, size_t n)
     return levels[depth - 1](depth - 1, n);
 }
 
-static int threads = 1, depth = 10, reps = 5;
+static int threads = 1, depth = 10, reps = 5, steady = 0;
 static long iters = 200000, live = 1000, leak = 0;
 /* Each thread times its own repetitions: a main thread timing them could be descheduled after
  * the start and read its clock when the work is already done (seen under valgrind). */
@@ -86,19 +87,20 @@ static void *worker(void *arg)
     int t = (int)(uintptr_t)arg;
     uint32_t seed = 2463534242u + 7919u * (uint32_t)t;
     void **ring = calloc((size_t)live, sizeof *ring);
-    if (!ring) {
+    size_t *sizes = calloc((size_t)live, sizeof *sizes);
+    if (!ring || !sizes) {
         perror("mbench: calloc");
         exit(1);
     }
     for (long i = 0; i < live; i++)
-        ring[i] = alloc_at_depth(depth, next_size(&seed));
+        ring[i] = alloc_at_depth(depth, sizes[i] = next_size(&seed));
     long head = 0;
     for (int r = 0; r < reps; r++) {
         pthread_barrier_wait(&rep_start);
         t_start[t][r] = now_ns();
         for (long i = 0; i < iters; i++) {
             free(ring[head]);
-            ring[head] = alloc_at_depth(depth, next_size(&seed));
+            ring[head] = alloc_at_depth(depth, steady ? sizes[head] : next_size(&seed));
             if (++head == live) head = 0;
         }
         t_end[t][r] = now_ns();
@@ -108,6 +110,7 @@ static void *worker(void *arg)
     for (long i = 0; i < live; i++)
         free(ring[i]);
     free(ring);
+    free(sizes);
     return NULL;
 }
 
@@ -132,7 +135,7 @@ static void usage(void)
 {
     fprintf(stderr,
             "usage: mbench [-t threads] [-n iterations per repetition] [-d depth 1..%d]\n"
-            "              [-l live blocks per thread] [-k leaked blocks] [-r repetitions]\n",
+            "              [-l live blocks per thread] [-k leaked blocks] [-r repetitions] [-s]\n",
             MAX_DEPTH);
     exit(2);
 }
@@ -140,8 +143,11 @@ static void usage(void)
 int main(int argc, char **argv)
 {
     int c;
-    while ((c = getopt(argc, argv, "t:n:d:l:k:r:")) != -1) {
+    while ((c = getopt(argc, argv, "t:n:d:l:k:r:s")) != -1) {
         switch (c) {
+        case 's':
+            steady = 1;
+            break;
         case 't':
             threads = atoi(optarg);
             break;
