@@ -190,6 +190,17 @@ static void keep_jit(struct ctx *c)
     }
 }
 
+/* The first n words of a Binary that would start at v, in snapshot block i, into head. Returns 1
+ * when read, 0 when they cannot be (nothing is concluded), -1 when no live Binary can start
+ * there: v is not where the VM places one in that block, or its head would run past the block. */
+static int binary_head(struct ctx *c, uintptr_t v, size_t i, uintptr_t *head, size_t n)
+{
+    uintptr_t start = c->s->rec[i].addr, end = start + c->s->rec[i].size;
+    if (!mt_layout_binary_place(v, start, c->s->rec[i].size) || v + n * sizeof *head > end)
+        return -1;
+    return read_mem(c, v, n * sizeof *head, head) == n * sizeof *head;
+}
+
 /* A dead Erlang reference to an off-heap binary at w[k] (layouts.h: a ProcBin's val, w[k - 3]
  * its thing word): val lies in a block, and that block holds no live Binary there any more. The
  * VM leaves dead ones in the garbage and free space of its carriers; once the Binary is freed its
@@ -199,14 +210,12 @@ static void keep_jit(struct ctx *c)
 static int dead_procbin(struct ctx *c, const uintptr_t *w, size_t k)
 {
     size_t i = mt_snapshot_find(c->s, w[k]);
+    uintptr_t head[MT_BINARY_HEADER / sizeof(uintptr_t)];
     if (i == MT_SNAPSHOT_NONE) return 0;
+    int got = binary_head(c, w[k], i, head, MT_BINARY_HEADER / sizeof *head);
     uintptr_t end = c->s->rec[i].addr + c->s->rec[i].size;
-    if (!mt_layout_binary_place(w[k], c->s->rec[i].addr, c->s->rec[i].size) ||
-        w[k] + MT_BINARY_HEADER > end)
-        return 1;
-    uintptr_t head[3];
-    if (read_mem(c, w[k], sizeof head, head) != sizeof head) return 0;
-    return !mt_layout_binary_live(head, w[k - 2], end - w[k] - MT_BINARY_HEADER);
+    return got < 0 ||
+           (got && !mt_layout_binary_live(head, w[k - 2], end - w[k] - MT_BINARY_HEADER));
 }
 
 /* A dead Erlang reference to a magic binary (a resource, for one) at w, an MRef's mb (layouts.h):
@@ -216,9 +225,8 @@ static int dead_mref(struct ctx *c, uintptr_t w)
     size_t i = mt_snapshot_find(c->s, w);
     uintptr_t head[2];
     if (i == MT_SNAPSHOT_NONE) return 0;
-    if (!mt_layout_binary_place(w, c->s->rec[i].addr, c->s->rec[i].size)) return 1;
-    return w + sizeof head <= c->s->rec[i].addr + c->s->rec[i].size &&
-           read_mem(c, w, sizeof head, head) == sizeof head && !mt_layout_magic_live(head);
+    int got = binary_head(c, w, i, head, 2);
+    return got < 0 || (got && !mt_layout_magic_live(head));
 }
 
 /* The words of p, a copy of len bytes from address at. */
