@@ -263,21 +263,17 @@ static ERL_NIF_TERM sites(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     return enif_make_tuple_from_array(env, pair, 2);
 }
 
-/* What a lost block without a record holds, from its first bytes (read after the threads went
- * on: nothing else points to it): {:cxx, class} when its first word points into a C++ vtable that
- * the dynamic symbols name; {:erlang_binary, bytes} or {:erlang_resource, bytes} for an off-heap
- * binary of the VM (which reaches malloc with +MBe false): a header of flags (1: a magic binary,
- * as resources are), on OTP 27 a word of the VM's own, a reference count of at least 1 and the
- * data's size, that size filling the block but for malloc's rounding; {:string, text} for printable
- * text; else nil. */
-static ERL_NIF_TERM describe(ErlNifEnv *env, uintptr_t addr, size_t size)
+/* What a lost block without a record holds, from its first len bytes in head (0 when they could
+ * not be read; read after the threads went on: nothing else points to it): {:cxx, class} when its
+ * first word points into a C++ vtable that the dynamic symbols name; {:erlang_binary, bytes} or
+ * {:erlang_resource, bytes} for an off-heap binary of the VM (which reaches malloc with +MBe
+ * false): a header of flags (1: a magic binary, as resources are), on OTP 27 a word of the VM's
+ * own, a reference count of at least 1 and the data's size, that size filling the block but for
+ * malloc's rounding; {:string, text} for printable text; else nil. */
+#define HEAD_BYTES 40
+static ERL_NIF_TERM describe(ErlNifEnv *env, const unsigned char *head, size_t len, size_t size)
 {
-    unsigned char head[40];
-    size_t len = size < sizeof head ? size : sizeof head;
-    struct iovec local = {head, len}, remote = {(void *)addr, len};
-    if (len < sizeof(uintptr_t) ||
-        process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != (ssize_t)len)
-        return atom_nil;
+    if (len < sizeof(uintptr_t)) return atom_nil;
     uintptr_t first;
     memcpy(&first, head, sizeof first);
     const char *cls = mt_symbolize_class(first);
@@ -302,11 +298,70 @@ static ERL_NIF_TERM describe(ErlNifEnv *env, uintptr_t addr, size_t size)
     while (n < len && head[n] >= 0x20 && head[n] < 0x7f)
         n++;
     if (n < 4 || (n < len && head[n] != '\0')) return atom_nil;
-    char text[sizeof head + 1];
+    char text[HEAD_BYTES + 1];
     memcpy(text, head, n);
     text[n] = '\0';
     ERL_NIF_TERM t[2] = {enif_make_atom(env, "string"), make_string(env, text)};
     return enif_make_tuple_from_array(env, t, 2);
+}
+
+/* A batch of lost blocks (their indexes in the snapshot) and the first bytes of those without a
+ * record. One process_vm_readv reads all of a batch's: one call a block was most of the time
+ * leaks/1 took outside the pause in a sampled node. In mem.h's memory: the addresses it holds,
+ * left in a freed block of the VM's carriers, kept the next scan's lost blocks. */
+#define BATCH 1024 /* IOV_MAX */
+struct batch {
+    size_t n, at[BATCH], len[BATCH];
+    struct iovec local[BATCH], remote[BATCH];
+    unsigned char head[BATCH][HEAD_BYTES];
+};
+
+/* Reads the heads of b's blocks without a record; len is 0 for the others and for a block that
+ * could not be read. The kernel moves whole elements up to the first it cannot read: that one is
+ * passed, and the read goes on after it. */
+static void read_heads(struct batch *b, const struct mt_snapshot *snap)
+{
+    size_t n = 0, index[BATCH];
+    for (size_t j = 0; j < b->n; j++) {
+        const struct mt_record *rec = &snap->rec[b->at[j]];
+        b->len[j] = 0;
+        if (rec->stack != MT_SNAPSHOT_UNRECORDED) continue;
+        size_t len = rec->size < HEAD_BYTES ? rec->size : HEAD_BYTES;
+        b->local[n] = (struct iovec){b->head[j], len};
+        b->remote[n] = (struct iovec){(void *)rec->addr, len};
+        index[n++] = j;
+    }
+    for (size_t k = 0; k < n;) {
+        ssize_t got = process_vm_readv(getpid(), b->local + k, n - k, b->remote + k, n - k, 0);
+        size_t done = got > 0 ? (size_t)got : 0;
+        for (; k < n && done >= b->local[k].iov_len; k++) {
+            done -= b->local[k].iov_len;
+            b->len[index[k]] = b->local[k].iov_len;
+        }
+        k++;
+    }
+}
+
+/* The batch's blocks as leaks/1's tuples, appended to items at *k. */
+static void batch_items(ErlNifEnv *env, struct batch *b, const struct mt_reach *r,
+                        ERL_NIF_TERM *items, size_t *k)
+{
+    read_heads(b, &r->snap);
+    for (size_t j = 0; j < b->n; j++) {
+        const struct mt_record *rec = &r->snap.rec[b->at[j]];
+        int unrecorded = rec->stack == MT_SNAPSHOT_UNRECORDED;
+        ERL_NIF_TERM t[6] = {
+            enif_make_uint64(env, rec->addr),
+            enif_make_uint64(env, rec->size),
+            unrecorded ? describe(env, b->head[j], b->len[j], rec->size)
+                       : enif_make_uint64(env, mt_snapshot_age(&r->snap, rec)),
+            unrecorded ? atom_nil : enif_make_uint64(env, rec->stack),
+            r->state[b->at[j]] == MT_REACH_DIRECT ? atom_true : atom_false,
+            unrecorded ? atom_nil : enif_make_uint64(env, mt_reach_scans(rec->stack)),
+        };
+        items[(*k)++] = enif_make_tuple_from_array(env, t, 6);
+    }
+    b->n = 0;
 }
 
 /* Why the scan r cannot call blocks lost (reach.h's one rule), or 0. */
@@ -435,21 +490,20 @@ static ERL_NIF_TERM leaks(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     }
     /* The second pass asks the filter again: its answer per stack is memoized. */
     ERL_NIF_TERM *items = enif_alloc((lost ? lost : 1) * sizeof *items);
+    struct batch *b = mt_mem_map(sizeof *b);
     size_t k = 0;
-    for (size_t i = 0; items && i < r.snap.heap; i++) {
-        const struct mt_record *b = &r.snap.rec[i];
-        if (r.state[i] == MT_REACH_REACHABLE || !mt_filter_wants(&f, &r.snap, b)) continue;
-        ERL_NIF_TERM t[6] = {
-            enif_make_uint64(env, b->addr),
-            enif_make_uint64(env, b->size),
-            b->stack == MT_SNAPSHOT_UNRECORDED ? describe(env, b->addr, b->size)
-                                               : enif_make_uint64(env, mt_snapshot_age(&r.snap, b)),
-            b->stack == MT_SNAPSHOT_UNRECORDED ? atom_nil : enif_make_uint64(env, b->stack),
-            r.state[i] == MT_REACH_DIRECT ? atom_true : atom_false,
-            b->stack == MT_SNAPSHOT_UNRECORDED ? atom_nil
-                                               : enif_make_uint64(env, mt_reach_scans(b->stack)),
-        };
-        items[k++] = enif_make_tuple_from_array(env, t, 6);
+    for (size_t i = 0; items && b && i < r.snap.heap; i++) {
+        if (r.state[i] == MT_REACH_REACHABLE || !mt_filter_wants(&f, &r.snap, &r.snap.rec[i]))
+            continue;
+        b->at[b->n++] = i;
+        if (b->n == BATCH) batch_items(env, b, &r, items, &k);
+    }
+    if (items && b) batch_items(env, b, &r, items, &k);
+    if (b)
+        mt_mem_unmap(b, sizeof *b);
+    else if (items) {
+        enif_free(items);
+        items = NULL;
     }
     const struct field info[] = {
         {"threads", enif_make_uint64(env, r.threads)},
