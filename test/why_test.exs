@@ -154,6 +154,51 @@ defmodule Mtrace.WhyTest do
   defp whys(plain_sites, function),
     do: for({["malloc", ^function], blocks, why} <- plain_sites, do: {blocks, why})
 
+  # A resource that only an ETS table holds, made by a process that is gone since: the chain
+  # starts in the VM's memory (the table's carrier, or a dead copy of the term in a freed one:
+  # both are kind :vm), and goes through the resource's block (malloc's with +MBe false) at the
+  # struct's one field, after the VM's header, to the buffer it owns. A stale word may give a
+  # chain as short from elsewhere: one node of at most four must give this one.
+  test "a resource that an ETS table holds: the VM's memory, the resource, the buffer it owns" do
+    code = """
+    #{@plain}
+    t = :ets.new(:held, [:public])
+    parent = self()
+
+    spawn(fn ->
+      buf = Lost.buffer(777)
+      :ets.insert(t, {:buf, buf})
+      send(parent, {:addresses, Lost.buffer_addresses(buf)})
+    end)
+
+    {data, object} = receive do: ({:addresses, a} -> a)
+    Process.sleep(100)
+    {m, data, object, Lost.resource_header(8), plain.(Mtrace.why(Bitwise.bxor(data, m)))}
+    """
+
+    chains =
+      for _ <- 1..4 do
+        {m, data, object, header, path} =
+          node_result(
+            "alias Mtrace.Test.Lost\nm = Lost.mask()\n#{code}",
+            [{"LD_PRELOAD", mtrace_so()}, {"ERL_AFLAGS", "+MBe false"}]
+          )
+
+        # nil: the buffer was found lost
+        assert {root, links} = path
+        assert {^data, 777, nil, ["malloc", "buffer_data"]} = List.last(links)
+
+        {root, Enum.map(links, fn {a, size, off, _} -> {Bitwise.bxor(a, m), size, off} end),
+         {Bitwise.bxor(data, m), Bitwise.bxor(object, m) - header, header}}
+      end
+
+    assert Enum.any?(chains, fn {root, links, {data, block, header}} ->
+             match?(%{kind: :vm}, root) and
+               match?([{^block, size, ^header}, {^data, 777, nil}] when size >= header + 8, links)
+           end),
+           inspect(chains)
+  end
+
   test "a lost block has no chain: nil, as leaks/1 finds it lost" do
     # One node of at most four must find the block lost (a stale word may keep it, see
     # leaks_test); in every node, why/2 and leaks/1 agree.

@@ -14,6 +14,7 @@ defmodule Mtrace.Test.Lost do
   def keep_tree(_depth), do: :erlang.nif_error(:not_loaded)
   def keep_tls(_size), do: :erlang.nif_error(:not_loaded)
   def buffer(_size), do: :erlang.nif_error(:not_loaded)
+  def buffer_addresses(_buffer), do: :erlang.nif_error(:not_loaded)
   def lose_resource(_size), do: :erlang.nif_error(:not_loaded)
   def resource_header(_size), do: :erlang.nif_error(:not_loaded)
   def enif_blocks(_lost, _kept, _size), do: :erlang.nif_error(:not_loaded)

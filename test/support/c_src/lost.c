@@ -260,6 +260,17 @@ static ERL_NIF_TERM buffer(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     return term;
 }
 
+/* buffer_addresses(buffer) -> {data, object}: where a buffer resource's data and the resource
+ * itself lie, each xor MASK. */
+static ERL_NIF_TERM buffer_addresses(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    struct buffer *b;
+    (void)argc;
+    if (!enif_get_resource(env, argv[0], buffer_type, (void **)&b)) return enif_make_badarg(env);
+    return enif_make_tuple2(env, enif_make_uint64(env, (uint64_t)(uintptr_t)b->data ^ MASK),
+                            enif_make_uint64(env, (uint64_t)(uintptr_t)b ^ MASK));
+}
+
 NAMED static void *lost_resource(size_t size)
 {
     void *r = enif_alloc_resource(buffer_type, size);
@@ -611,6 +622,7 @@ static ErlNifFunc funcs[] = {
     {"keep_tree", 1, keep_tree, 0},
     {"keep_tls", 1, keep_tls, 0},
     {"buffer", 1, buffer, 0},
+    {"buffer_addresses", 1, buffer_addresses, 0},
     {"lose_resource", 1, lose_resource, 0},
     {"resource_header", 1, resource_header, 0},
     {"enif_blocks", 3, enif_blocks, 0},
