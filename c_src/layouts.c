@@ -4,8 +4,10 @@
 
 #include <dlfcn.h>
 #include <link.h>
+#include <string.h>
 
 #include "platform.h"
+#include "proc.h"
 
 size_t mt_layout_pointer_bytes(const uintptr_t *w, size_t len, uintptr_t at)
 {
@@ -64,4 +66,39 @@ int mt_layout_matchstate(const uintptr_t *w, size_t n)
 uintptr_t mt_layout_jit_descriptor(void)
 {
     return (uintptr_t)dlsym(RTLD_DEFAULT, "__jit_debug_descriptor");
+}
+
+/* Whether the string at p is an allocator's name_prefix: 2 to 15 lower-case letters and the
+ * final '_', then NUL; copied to prefix. */
+static int name_prefix(uintptr_t p, char prefix[16])
+{
+    if (!p || mt_proc_read(p, prefix, 16) != 0) return 0;
+    size_t n = 0;
+    while (n < 15 && prefix[n] >= 'a' && prefix[n] <= 'z')
+        n++;
+    return n >= 2 && n < 15 && prefix[n] == '_' && prefix[n + 1] == '\0';
+}
+
+#define ALLOCATOR_WORDS 32 /* of an Allctr_t, where its name_prefix is looked for */
+
+int mt_layout_carrier(uintptr_t addr, uintptr_t lo, uintptr_t hi, char *name, size_t len)
+{
+    for (uintptr_t c = addr & ~(MT_CARRIER_ALIGN - 1); c >= lo && c < hi; c -= MT_CARRIER_ALIGN) {
+        uintptr_t head[4], allctr[ALLOCATOR_WORDS];
+        if (c + sizeof head > hi || mt_proc_read(c, head, sizeof head) != 0) continue;
+        uintptr_t size = head[0] & ~(uintptr_t)7, by = head[3] & ~(uintptr_t)7;
+        if (size < MT_CARRIER_ALIGN / 64 || (size & 4095) || c + size <= addr || c + size > hi ||
+            !by || mt_proc_read(by, allctr, sizeof allctr) != 0)
+            continue;
+        char prefix[16];
+        for (size_t k = 0; k < ALLOCATOR_WORDS; k++)
+            if (name_prefix(allctr[k], prefix)) {
+                size_t n = strlen(prefix);
+                if (n + 6 > len) return 0;
+                memcpy(name, prefix, n);
+                memcpy(name + n, "alloc", 6);
+                return 1;
+            }
+    }
+    return 0;
 }

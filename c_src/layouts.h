@@ -7,8 +7,10 @@
  *
  * Contract
  * - mt_layout_jit_descriptor() looks a symbol up (dlsym: the loader's lock; may allocate on a
- * miss): call it before the threads stop. The others only read the words they are given (and
- *   mt_layout_pointer_bytes() calls _dl_find_object, lock-free): safe with the threads stopped.
+ * miss): call it before the threads stop. mt_layout_carrier() reads memory with
+ *   process_vm_readv, for naming a root after the threads go on. The others only read the words
+ *   they are given (and mt_layout_pointer_bytes() calls _dl_find_object, lock-free): safe with
+ *   the threads stopped.
  * - No state; any thread.
  */
 #ifndef MTRACE_LAYOUTS_H
@@ -78,5 +80,15 @@ int mt_layout_matchstate(const uintptr_t *w, size_t n);
 #define MT_JIT_ENTRY 4  /* words of an entry: next, previous, symfile, symfile size */
 #define MT_JIT_MAX 1000000
 uintptr_t mt_layout_jit_descriptor(void);
+
+/* The VM's allocator whose carrier holds addr, in the anonymous mapping [lo, hi), named as the
+ * VM names it ("eheap_alloc": process heaps; "ets_alloc", "binary_alloc", ...) into name (len
+ * bytes); returns 1, or 0 when no carrier proves itself there. An ERTS carrier (OTP 25 to 27)
+ * starts on a 256 KiB boundary with {its size | flags, next, prev, allocator | flags}, and the
+ * allocator's first words hold its name_prefix ("eheap_"): a pointer to a short lower-case word
+ * that ends in '_'. Reads memory with mt_proc_read (proc.h): after the threads go on, a carrier
+ * may be gone, and nothing faults. */
+#define MT_CARRIER_ALIGN ((uintptr_t)256 << 10)
+int mt_layout_carrier(uintptr_t addr, uintptr_t lo, uintptr_t hi, char *name, size_t len);
 
 #endif

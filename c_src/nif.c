@@ -561,10 +561,13 @@ static ERL_NIF_TERM root_of(ErlNifEnv *env, const struct mt_reach *r, size_t i)
         return enif_make_tuple_from_array(env, k, 5);
     }
     case MT_ROOT_MAPPING: {
-        ERL_NIF_TERM k[5] = {enif_make_atom(env, "mapping"), via,
+        ERL_NIF_TERM k[6] = {enif_make_atom(env, "mapping"),
+                             via,
                              root.hi ? enif_make_uint64(env, root.lo) : atom_nil,
-                             root.hi ? enif_make_uint64(env, root.hi) : atom_nil, library};
-        return enif_make_tuple_from_array(env, k, 5);
+                             root.hi ? enif_make_uint64(env, root.hi) : atom_nil,
+                             library,
+                             root.allocator[0] ? make_string(env, root.allocator) : atom_nil};
+        return enif_make_tuple_from_array(env, k, 6);
     }
     case MT_ROOT_REGISTER: {
         ERL_NIF_TERM k[3] = {enif_make_atom(env, "register"), tid, make_string(env, root.reg)};

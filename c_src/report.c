@@ -455,6 +455,11 @@ static void print_root(struct mt_out *o, const struct mt_root *root)
         mt_out_str(o, root->library && root->library[0] ? root->library : "mapping");
         mt_out_str(o, "+");
         mt_out_u64(o, root->hi ? root->via - root->lo : 0);
+        if (root->allocator[0]) {
+            mt_out_str(o, " (");
+            mt_out_str(o, root->allocator);
+            mt_out_str(o, ")");
+        }
         return;
     }
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "layouts.h"
 #include "platform.h"
 #include "proc.h"
 #include "symbols.h"
@@ -113,6 +114,7 @@ static void memory_root(const struct mt_reach *r, uintptr_t via, struct mt_root 
         out->lo = m.lo;
         out->hi = m.hi;
         copy_text(out, m.path, m.path_len);
+        if (!m.path_len) mt_layout_carrier(via, m.lo, m.hi, out->allocator, sizeof out->allocator);
     }
     mt_maps_drop(&maps);
 }

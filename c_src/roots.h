@@ -26,7 +26,8 @@ enum mt_root_kind {
     MT_ROOT_STATIC,   /* via; library, symbol (NULL when none covers it), offset in it or in
                        * the file */
     MT_ROOT_MAPPING,  /* via; lo and hi (0 when no mapping holds it), library: its path ("" for
-                       * anonymous memory) */
+                       * anonymous memory); allocator: the VM's allocator whose carrier holds
+                       * via ("" when none, layouts.h) */
     MT_ROOT_REGISTER, /* tid, reg: the register's name */
     MT_ROOT_ALTSTACK, /* tid */
     MT_ROOT_LOST,     /* none: the chain starts at a direct lost block */
@@ -40,6 +41,7 @@ struct mt_root {
     uintptr_t lo, hi;
     const char *library, *symbol, *reg;
     char text[256]; /* a TLS object's or a mapping's path, which library points to */
+    char allocator[32];
 };
 
 /* Names what marked record i of r first. */

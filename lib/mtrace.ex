@@ -453,15 +453,18 @@ defmodule Mtrace do
   defp path_root({:altstack, tid}), do: %{kind: :altstack, thread: tid}
   defp path_root({:lost}), do: %{kind: :lost}
 
-  defp path_root({:mapping, via, lo, hi, name}) do
-    %{
-      kind: if(name == "", do: :vm, else: :other),
-      address: via,
-      name: if(name not in ["", nil], do: name),
-      offset: if(lo, do: via - lo),
-      mapping: if(lo, do: {lo, hi})
-    }
+  defp path_root({:mapping, via, lo, hi, "", allocator}) do
+    %{kind: :vm, address: via, name: nil, allocator: allocator}
+    |> Map.merge(mapping_place(via, lo, hi))
   end
+
+  defp path_root({:mapping, via, lo, hi, name, _}) do
+    %{kind: :other, address: via, name: name}
+    |> Map.merge(mapping_place(via, lo, hi))
+  end
+
+  defp mapping_place(via, lo, hi),
+    do: %{offset: if(lo, do: via - lo), mapping: if(lo, do: {lo, hi})}
 
   @doc """
   A census of glibc's heap: every block malloc holds, with or without a record, and its free

@@ -22,8 +22,10 @@ defmodule Mtrace.Path do
       * `:altstack` - a thread's alternate signal stack, which only the kernel points to:
         `:thread`.
       * `:vm` - an anonymous mapping: in a node, the VM's own memory (its allocators'
-        carriers: process heaps, ETS tables, binaries; which allocator owns it is not told),
-        or memory a library mapped itself: `:offset` (from the mapping's start), `:mapping`
+        carriers), or memory a library mapped itself: `:allocator` (the VM's allocator whose
+        carrier holds the word, as the VM names it: `"eheap_alloc"` for process heaps,
+        `"ets_alloc"` for ETS tables, `"binary_alloc"`, ...; `nil` where no carrier of the VM's
+        proves itself, OTP 25 to 27), `:offset` (from the mapping's start), `:mapping`
         (`{start, end}`) and `:address`.
       * `:other` - any other mapping (a file mapped writable, shared memory): `:name` (its path
         as `/proc/self/maps` gives it), `:offset`, `:mapping` and `:address`.
@@ -52,6 +54,7 @@ defmodule Mtrace.Path do
           optional(:offset) => integer(),
           optional(:thread) => non_neg_integer(),
           optional(:register) => String.t(),
+          optional(:allocator) => String.t() | nil,
           optional(:mapping) => {non_neg_integer(), non_neg_integer()} | nil
         }
 
@@ -89,6 +92,10 @@ defimpl Inspect, for: Mtrace.Path do
   defp root(%{kind: :register, thread: tid, register: reg}), do: "#{reg} of thread #{tid}"
   defp root(%{kind: :altstack, thread: tid}), do: "sigaltstack of thread #{tid}"
   defp root(%{kind: :lost}), do: "lost"
+
+  defp root(%{kind: :vm, offset: off, allocator: by}) when is_binary(by),
+    do: "vm mapping+#{off} (#{by})"
+
   defp root(%{kind: kind, offset: off} = r), do: "#{kind} #{r[:name] || "mapping"}+#{off}"
   defp root(%{kind: kind}), do: "#{kind}"
 
