@@ -83,12 +83,14 @@ static int name_prefix(uintptr_t p, char prefix[16])
 
 int mt_layout_carrier(uintptr_t addr, uintptr_t lo, uintptr_t hi, char *name, size_t len)
 {
-    for (uintptr_t c = addr & ~(MT_CARRIER_ALIGN - 1); c >= lo && c < hi; c -= MT_CARRIER_ALIGN) {
+    uintptr_t page = 4096, c = addr & ~(page - 1);
+    for (uintptr_t end = c > lo + MT_CARRIER_REACH ? c - MT_CARRIER_REACH : lo; c >= end && c < hi;
+         c -= page) {
         uintptr_t head[4], allctr[ALLOCATOR_WORDS];
         if (c + sizeof head > hi || mt_proc_read(c, head, sizeof head) != 0) continue;
         uintptr_t size = head[0] & ~(uintptr_t)7, by = head[3] & ~(uintptr_t)7;
-        if (size < MT_CARRIER_ALIGN / 64 || (size & 4095) || c + size <= addr || c + size > hi ||
-            !by || mt_proc_read(by, allctr, sizeof allctr) != 0)
+        if (size < page || (size & (page - 1)) || c + size <= addr || c + size > hi || !by ||
+            mt_proc_read(by, allctr, sizeof allctr) != 0)
             continue;
         char prefix[16];
         for (size_t k = 0; k < ALLOCATOR_WORDS; k++)

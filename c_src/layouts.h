@@ -84,11 +84,12 @@ uintptr_t mt_layout_jit_descriptor(void);
 /* The VM's allocator whose carrier holds addr, in the anonymous mapping [lo, hi), named as the
  * VM names it ("eheap_alloc": process heaps; "ets_alloc", "binary_alloc", ...) into name (len
  * bytes); returns 1, or 0 when no carrier proves itself there. An ERTS carrier (OTP 25 to 27)
- * starts on a 256 KiB boundary with {its size | flags, next, prev, allocator | flags}, and the
- * allocator's first words hold its name_prefix ("eheap_"): a pointer to a short lower-case word
- * that ends in '_'. Reads memory with mt_proc_read (proc.h): after the threads go on, a carrier
- * may be gone, and nothing faults. */
-#define MT_CARRIER_ALIGN ((uintptr_t)256 << 10)
+ * starts on a page (a multi-block one on a 256 KiB boundary, a single-block one anywhere) with
+ * {its size | flags, next, prev, allocator | flags}, and the allocator's first words hold its
+ * name_prefix ("eheap_"): a pointer to a short lower-case word that ends in '_'. The carrier's
+ * start is looked for page by page, at most MT_CARRIER_REACH back from addr. Reads memory with
+ * mt_proc_read (proc.h): after the threads go on, a carrier may be gone, and nothing faults. */
+#define MT_CARRIER_REACH ((uintptr_t)64 << 20)
 int mt_layout_carrier(uintptr_t addr, uintptr_t lo, uintptr_t hi, char *name, size_t len);
 
 #endif

@@ -119,37 +119,45 @@ static void segments(void)
 
 /* A carrier of the VM's as ERTS lays one out, in a mapping of its own: its header at a 256 KiB
  * boundary, its allocator's name_prefix among the allocator's first words. */
+#define CARRIER_ALIGN ((uintptr_t)256 << 10)
+
 static void carriers(void)
 {
-    size_t span = 4 * MT_CARRIER_ALIGN;
+    size_t span = 4 * CARRIER_ALIGN;
     char *m = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) {
         check(0, "a mapping for the carrier");
         return;
     }
     uintptr_t lo = (uintptr_t)m, hi = lo + span;
-    uintptr_t c = (lo + MT_CARRIER_ALIGN - 1) & ~(MT_CARRIER_ALIGN - 1);
+    uintptr_t c = (lo + CARRIER_ALIGN - 1) & ~(CARRIER_ALIGN - 1);
     static const char prefix[] = "ets_", bad[] = "Ets_";
     uintptr_t allctr[20] = {0, 0, 1, 7, 0};
     allctr[15] = (uintptr_t)prefix;
     uintptr_t *head = (uintptr_t *)c;
-    head[0] = 2 * MT_CARRIER_ALIGN | 1;
+    head[0] = 2 * CARRIER_ALIGN | 1;
     head[3] = (uintptr_t)allctr | 1;
     char name[32] = "";
-    uintptr_t in = c + MT_CARRIER_ALIGN + 4096;
-    check(c + 2 * MT_CARRIER_ALIGN <= hi && mt_layout_carrier(in, lo, hi, name, sizeof name) &&
+    uintptr_t in = c + CARRIER_ALIGN + 4096;
+    check(c + 2 * CARRIER_ALIGN <= hi && mt_layout_carrier(in, lo, hi, name, sizeof name) &&
               strcmp(name, "ets_alloc") == 0,
           "a word in a carrier's second 256 KiB: its allocator, named");
-    check(!mt_layout_carrier(c + 2 * MT_CARRIER_ALIGN, lo, hi, name, sizeof name),
+    check(!mt_layout_carrier(c + 2 * CARRIER_ALIGN, lo, hi, name, sizeof name),
           "a word past the carrier's size: none");
     check(!mt_layout_carrier(in, lo, hi, name, 6), "a name that does not fit: none");
     allctr[15] = (uintptr_t)bad;
     check(!mt_layout_carrier(in, lo, hi, name, sizeof name),
           "an allocator without a lower-case name_prefix: none");
     allctr[15] = (uintptr_t)prefix;
-    head[0] = 2 * MT_CARRIER_ALIGN + 8;
+    head[0] = 2 * CARRIER_ALIGN + 8;
     check(!mt_layout_carrier(in, lo, hi, name, sizeof name),
           "a header whose size is no multiple of a page: none");
+    uintptr_t *single = (uintptr_t *)(c + 3 * 4096);
+    single[0] = CARRIER_ALIGN | 3;
+    single[3] = (uintptr_t)allctr;
+    check(mt_layout_carrier((uintptr_t)single + 8192, lo, hi, name, sizeof name) &&
+              strcmp(name, "ets_alloc") == 0,
+          "a carrier on a page that is no 256 KiB boundary (a single-block one): named");
     munmap(m, span);
 }
 
