@@ -68,6 +68,24 @@ uintptr_t mt_layout_jit_descriptor(void)
     return (uintptr_t)dlsym(RTLD_DEFAULT, "__jit_debug_descriptor");
 }
 
+size_t mt_layout_ioqueue(const uintptr_t *w, size_t n, uintptr_t at, uint32_t *live)
+{
+    enum { ENTRIES = 5, IOV = 2, B = 4 + ENTRIES * IOV }; /* b_start's index */
+    uintptr_t v = at + 4 * sizeof *w, b = at + (B + 4) * sizeof *w, iov = IOV * sizeof *w;
+    if (n < MT_IOQ_WORDS || w[0] != v || w[1] != v + ENTRIES * iov || w[2] < v || w[2] > w[3] ||
+        w[3] > w[1] || (w[2] - v) % iov || (w[3] - v) % iov || w[B] != b ||
+        w[B + 1] != b + ENTRIES * sizeof *w || w[B + 2] < b || w[B + 2] > w[B + 3] ||
+        w[B + 3] > w[B + 1] || (w[B + 2] - b) % sizeof *w || (w[B + 3] - b) % sizeof *w)
+        return 0;
+    *live = 0xFu | 0xFu << B;
+    for (size_t e = 0; e < ENTRIES; e++) {
+        if (v + e * iov >= w[2] && v + e * iov < w[3]) *live |= 3u << (4 + IOV * e);
+        if (b + e * sizeof *w >= w[B + 2] && b + e * sizeof *w < w[B + 3])
+            *live |= 1u << (B + 4 + e);
+    }
+    return MT_IOQ_WORDS;
+}
+
 /* Whether the string at p is an allocator's name_prefix: 2 to 15 lower-case letters and the
  * final '_', then NUL; copied to prefix. */
 static int name_prefix(uintptr_t p, char prefix[16])

@@ -81,6 +81,17 @@ int mt_layout_matchstate(const uintptr_t *w, size_t n);
 #define MT_JIT_MAX 1000000
 uintptr_t mt_layout_jit_descriptor(void);
 
+/* An ERTS I/O queue (ErtsIOQueue: a port's output queue, OTP 25 to 27) with its vectors inline:
+ * v_start, v_end, v_head, v_tail, five SysIOVecs {base, len}, then b_start, b_end, b_head,
+ * b_tail and five binary pointers. The queue uses [head, tail) of each vector only: the other
+ * entries hold what was sent long ago (the port of erl_child_setup's forker keeps such a word to
+ * a block freed since, which a NIF's lost block then reuses). Returns MT_IOQ_WORDS when the n
+ * words w at address at start such a queue (the vectors where v_start and b_start say, head and
+ * tail inside them, on entry boundaries), and sets bit i of *live for each word i that can hold a
+ * pointer; else 0. */
+#define MT_IOQ_WORDS 23
+size_t mt_layout_ioqueue(const uintptr_t *w, size_t n, uintptr_t at, uint32_t *live);
+
 /* The VM's allocator whose carrier holds addr, in the anonymous mapping [lo, hi), named as the
  * VM names it ("eheap_alloc": process heaps; "ets_alloc", "binary_alloc", ...) into name (len
  * bytes); returns 1, or 0 when no carrier proves itself there. An ERTS carrier (OTP 25 to 27)

@@ -234,6 +234,14 @@ static void scan_words(struct ctx *c, const void *p, size_t len, uintptr_t at)
 {
     const uintptr_t *w = p;
     for (size_t k = 0, n = len / sizeof *w; k < n; k++) {
+        uint32_t live;
+        if (w[k] == at + (k + 4) * sizeof *w &&
+            mt_layout_ioqueue(w + k, n - k, at + k * sizeof *w, &live)) {
+            for (size_t j = 0; j < MT_IOQ_WORDS; j++)
+                if (live >> j & 1) consider(c, w[k + j], at + (k + j) * sizeof *w);
+            k += MT_IOQ_WORDS - 1;
+            continue;
+        }
         if (k >= 3 && mt_layout_procbin(w + k - 3, n - (k - 3)) && dead_procbin(c, w, k)) {
             k++; /* bytes too */
             continue;

@@ -119,6 +119,51 @@ static void segments(void)
 
 /* A carrier of the VM's as ERTS lays one out, in a mapping of its own: its header at a 256 KiB
  * boundary, its allocator's name_prefix among the allocator's first words. */
+/* A port's output queue as ERTS lays it out, its vectors inline: one entry queued (the second),
+ * the others sent long ago. */
+static void ioqueues(void)
+{
+    uintptr_t q[MT_IOQ_WORDS + 2], at = (uintptr_t)q, v = at + 4 * 8, b = at + 18 * 8;
+    uintptr_t good[MT_IOQ_WORDS] = {v,
+                                    v + 80,
+                                    v + 16,
+                                    v + 32,
+                                    0x7f0011110000,
+                                    32,
+                                    0x7f0022220000,
+                                    32,
+                                    0x7f0033330000,
+                                    32,
+                                    0,
+                                    0,
+                                    0,
+                                    0,
+                                    b,
+                                    b + 40,
+                                    b + 8,
+                                    b + 16,
+                                    0x7f0044440000,
+                                    0x7f0055550000,
+                                    0,
+                                    0,
+                                    0};
+    uint32_t live = 0;
+    memcpy(q, good, sizeof good);
+    check(mt_layout_ioqueue(q, MT_IOQ_WORDS + 2, at, &live) == MT_IOQ_WORDS,
+          "a port's I/O queue with its vectors inline is taken");
+    check(live == (0xFu | 3u << 6 | 0xFu << 14 | 1u << 19),
+          "only its pointers and its queued entries can keep anything");
+    check(!mt_layout_ioqueue(q, MT_IOQ_WORDS - 1, at, &live), "one cut short is not");
+    q[0] = v + 8;
+    check(!mt_layout_ioqueue(q, MT_IOQ_WORDS, at, &live), "one whose v_start is elsewhere is not");
+    memcpy(q, good, sizeof good);
+    q[2] = v + 24;
+    check(!mt_layout_ioqueue(q, MT_IOQ_WORDS, at, &live), "a head inside an entry is not");
+    memcpy(q, good, sizeof good);
+    q[17] = b + 48;
+    check(!mt_layout_ioqueue(q, MT_IOQ_WORDS, at, &live), "a tail past the binaries' end is not");
+}
+
 #define CARRIER_ALIGN ((uintptr_t)256 << 10)
 
 static void carriers(void)
@@ -168,6 +213,7 @@ int main(void)
     binaries();
     segments();
     carriers();
+    ioqueues();
     check(mt_layout_jit_descriptor() == (uintptr_t)&__jit_debug_descriptor,
           "the GDB JIT interface's descriptor is found");
     printf("%d passed, %d failed\n", passed, failed);
