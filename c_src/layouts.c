@@ -68,21 +68,33 @@ uintptr_t mt_layout_jit_descriptor(void)
     return (uintptr_t)dlsym(RTLD_DEFAULT, "__jit_debug_descriptor");
 }
 
+/* Whether p = {start, end, head, tail} is a vector of `entries` entries of `size` bytes at base,
+ * its head and tail inside it on entry boundaries. */
+static int ioq_vector(const uintptr_t *p, uintptr_t base, size_t entries, size_t size)
+{
+    return p[0] == base && p[1] == base + entries * size && p[2] >= base && p[2] <= p[3] &&
+           p[3] <= p[1] && (p[2] - base) % size == 0 && (p[3] - base) % size == 0;
+}
+
+/* The bits of the words of p's queued entries, [head, tail), the vector's first word at bit
+ * `first`. */
+static uint32_t ioq_queued(const uintptr_t *p, size_t entries, size_t size, unsigned first)
+{
+    uint32_t live = 0, words = (uint32_t)(size / sizeof *p);
+    for (size_t e = 0; e < entries; e++)
+        if (p[0] + e * size >= p[2] && p[0] + e * size < p[3])
+            live |= ((1u << words) - 1) << (first + words * e);
+    return live;
+}
+
 size_t mt_layout_ioqueue(const uintptr_t *w, size_t n, uintptr_t at, uint32_t *live)
 {
-    enum { ENTRIES = 5, IOV = 2, B = 4 + ENTRIES * IOV }; /* b_start's index */
-    uintptr_t v = at + 4 * sizeof *w, b = at + (B + 4) * sizeof *w, iov = IOV * sizeof *w;
-    if (n < MT_IOQ_WORDS || w[0] != v || w[1] != v + ENTRIES * iov || w[2] < v || w[2] > w[3] ||
-        w[3] > w[1] || (w[2] - v) % iov || (w[3] - v) % iov || w[B] != b ||
-        w[B + 1] != b + ENTRIES * sizeof *w || w[B + 2] < b || w[B + 2] > w[B + 3] ||
-        w[B + 3] > w[B + 1] || (w[B + 2] - b) % sizeof *w || (w[B + 3] - b) % sizeof *w)
+    enum { ENTRIES = 5, IOV = 2 * sizeof *w, B = 4 + ENTRIES * 2 }; /* B: b_start's index */
+    if (n < MT_IOQ_WORDS || !ioq_vector(w, at + 4 * sizeof *w, ENTRIES, IOV) ||
+        !ioq_vector(w + B, at + (B + 4) * sizeof *w, ENTRIES, sizeof *w))
         return 0;
-    *live = 0xFu | 0xFu << B;
-    for (size_t e = 0; e < ENTRIES; e++) {
-        if (v + e * iov >= w[2] && v + e * iov < w[3]) *live |= 3u << (4 + IOV * e);
-        if (b + e * sizeof *w >= w[B + 2] && b + e * sizeof *w < w[B + 3])
-            *live |= 1u << (B + 4 + e);
-    }
+    *live = 0xFu | 0xFu << B | ioq_queued(w, ENTRIES, IOV, 4) |
+            ioq_queued(w + B, ENTRIES, sizeof *w, B + 4);
     return MT_IOQ_WORDS;
 }
 
