@@ -98,6 +98,61 @@ size_t mt_layout_ioqueue(const uintptr_t *w, size_t n, uintptr_t at, uint32_t *l
     return MT_IOQ_WORDS;
 }
 
+/* A block's header word (erl_alloc_util.h): flags in bits 0 to 2 and 63 (an allocation tag); an
+ * allocated block's size in bits 3 to 39 (its carrier's offset lies above), a free one's in all
+ * the others. A free block's next word is its carrier's address, and its last its size. */
+#define BLK_FREE 1u
+#define BLK_PREV_FREE 2u
+#define BLK_LAST 4u
+#define BLK_FLAGS ((uintptr_t)7 | (uintptr_t)1 << 63)
+#define BLK_ALLOCATED_SIZE ((((uintptr_t)1 << 40) - 1) & ~(uintptr_t)7)
+#define BLK_MIN 32
+#define CARRIER_HEADER_MAX 1024 /* bytes before the first block: Carrier_t and a strategy's */
+
+size_t mt_layout_carrier_size(uintptr_t head)
+{
+    uintptr_t size = head & ~(uintptr_t)7;
+    return size >= MT_CARRIER_SMALL && !(size & 4095) ? size : 0;
+}
+
+/* Walks the blocks of the carrier at `at` (w: its `words` words) from word k on; returns the
+ * number of free bytes when they end exactly at its end, each block as its header and its
+ * neighbours say, else 0 (as when none is free: nothing to clear). With clear, zeroes them. */
+static size_t carrier_blocks(uintptr_t *w, size_t words, uintptr_t at, size_t k, int clear)
+{
+    size_t free_bytes = 0;
+    int prev_free = 0;
+    while (k < words) {
+        uintptr_t h = w[k];
+        int is_free = h & BLK_FREE;
+        size_t size = is_free ? h & ~BLK_FLAGS : h & BLK_ALLOCATED_SIZE, n = size / sizeof *w;
+        if (size < BLK_MIN || n > words - k || !(h & BLK_PREV_FREE) != !prev_free ||
+            (is_free && (prev_free || w[k + 1] != at || (!(h & BLK_LAST) && w[k + n - 1] != size))))
+            return 0;
+        if (is_free) {
+            free_bytes += size - 2 * sizeof *w;
+            if (clear) memset(w + k + 2, 0, size - 2 * sizeof *w);
+        }
+        k += n;
+        prev_free = is_free;
+        if (h & BLK_LAST) return k == words ? free_bytes : 0;
+    }
+    return 0;
+}
+
+/* The first block is the first word a walk goes from to the carrier's end: the header's size
+ * differs by allocator and OTP release. Later ones walk too: each block of the chain, and the
+ * headers the VM left inside a free block when it merged it with its neighbours. */
+size_t mt_layout_carrier_free(uintptr_t *w, size_t n, uintptr_t at)
+{
+    size_t size = n ? mt_layout_carrier_size(w[0]) : 0, words = size / sizeof *w;
+    if (!size || words > n) return 0;
+    for (size_t k = 4; k < CARRIER_HEADER_MAX / sizeof *w; k++)
+        if (!(w[k] & BLK_PREV_FREE) && carrier_blocks(w, words, at, k, 0))
+            return carrier_blocks(w, words, at, k, 1);
+    return 0;
+}
+
 /* Whether the string at p is an allocator's name_prefix: 2 to 15 lower-case letters and the
  * final '_', then NUL; copied to prefix. */
 static int name_prefix(uintptr_t p, char prefix[16])

@@ -92,6 +92,23 @@ uintptr_t mt_layout_jit_descriptor(void);
 #define MT_IOQ_WORDS 23
 size_t mt_layout_ioqueue(const uintptr_t *w, size_t n, uintptr_t at, uint32_t *live);
 
+/* The free blocks of an ERTS multi-block carrier (OTP 25 to 27). A carrier starts with {its
+ * size | flags, next, prev, allocator | flags, ...}; its blocks follow, each headed by a word of
+ * its size and flags (this block free, the one before free, the last); a free block's next word
+ * is its carrier's address, and (but for the last block) its last word its size. A free block is
+ * the remains of what the VM freed (a process's heap before a collection, a dead process's heap,
+ * a deleted ETS object, a NIF's enif_alloc block): its words are stale, and one that held a
+ * Binary's or a NIF block's address keeps what malloc gave that chunk to since. Where the n words
+ * at w, a copy of the memory at `at`, are such a carrier, all of it, walked from its first block
+ * to its last, ending at its size, with every block's flags and every free block's words agreeing,
+ * this zeroes the free blocks' words past those two and returns how many bytes it zeroed; else it
+ * returns 0 and changes nothing. mt_layout_carrier_size(): the size a carrier whose first word is
+ * head would have (a whole number of pages, at least MT_CARRIER_SMALL), else 0. */
+#define MT_CARRIER_SMALL ((size_t)64 << 10)
+#define MT_CARRIER_ALIGN ((uintptr_t)256 << 10) /* where the VM maps multi-block carriers */
+size_t mt_layout_carrier_size(uintptr_t head);
+size_t mt_layout_carrier_free(uintptr_t *w, size_t n, uintptr_t at);
+
 /* The VM's allocator whose carrier holds addr, in the anonymous mapping [lo, hi), named as the
  * VM names it ("eheap_alloc": process heaps; "ets_alloc", "binary_alloc", ...) into name (len
  * bytes); returns 1, or 0 when no carrier proves itself there. An ERTS carrier (OTP 25 to 27)

@@ -512,6 +512,7 @@ static ERL_NIF_TERM leaks(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         {"root_bytes", enif_make_uint64(env, r.root_bytes)},
         {"block_bytes", enif_make_uint64(env, r.block_bytes)},
         {"unreadable_bytes", enif_make_uint64(env, r.unreadable_bytes)},
+        {"vm_free_bytes", enif_make_uint64(env, r.vm_free_bytes)},
         {"reachable_bytes", enif_make_uint64(env, kept_bytes)},
         {"reachable_blocks", enif_make_uint64(env, kept_blocks)},
         {"live_blocks", enif_make_uint64(env, r.snap.heap)},

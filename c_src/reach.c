@@ -285,8 +285,27 @@ static void scan_range(struct ctx *c, uintptr_t lo, uintptr_t hi, uint64_t *byte
                 if (page + k * MT_PAGE < lo + len) len = page + k * MT_PAGE - lo;
             }
         }
-        size_t got = read_mem(c, lo, len, c->buf);
-        scan_words(c, c->buf, got, lo);
+        /* The VM maps its multi-block carriers on MT_CARRIER_ALIGN boundaries: reads start on
+         * them, and one is read whole, so that its free blocks can be told (layouts.h). */
+        size_t carrier = 0;
+        uintptr_t head;
+        if (!(lo & (MT_CARRIER_ALIGN - 1)) && read_mem(c, lo, sizeof head, &head) == sizeof head)
+            carrier = mt_layout_carrier_size(head);
+        char *buf = c->buf;
+        if (carrier > MT_CARRIER_REACH || carrier > hi - lo ||
+            (carrier > BUF && !(buf = mt_mem_map(carrier)))) {
+            carrier = 0;
+            buf = c->buf;
+        }
+        if (carrier)
+            len = carrier;
+        else if (((lo + len - 1) ^ lo) & ~(MT_CARRIER_ALIGN - 1))
+            len = ((lo + MT_CARRIER_ALIGN) & ~(MT_CARRIER_ALIGN - 1)) - lo;
+        size_t got = read_mem(c, lo, len, buf);
+        if (carrier && got == carrier)
+            c->r->vm_free_bytes += mt_layout_carrier_free((uintptr_t *)buf, got / sizeof head, lo);
+        scan_words(c, buf, got, lo);
+        if (buf != c->buf) mt_mem_unmap(buf, carrier);
         *bytes += got;
         if (got < len) {
             uintptr_t skip = ((lo + got) & ~(uintptr_t)(MT_PAGE - 1)) + MT_PAGE;
@@ -408,6 +427,10 @@ static void drain(struct ctx *c)
         size_t at = 0, j = 0;
         for (; j < k && at + local[j].iov_len <= got; at += local[j++].iov_len) {
             c->self = idx[j];
+            if (local[j].iov_len >= MT_CARRIER_SMALL)
+                c->r->vm_free_bytes +=
+                    mt_layout_carrier_free(local[j].iov_base, local[j].iov_len / sizeof(uintptr_t),
+                                           (uintptr_t)remote[j].iov_base);
             scan_words(c, local[j].iov_base,
                        mt_layout_pointer_bytes(local[j].iov_base, local[j].iov_len,
                                                (uintptr_t)remote[j].iov_base),

@@ -92,6 +92,7 @@ struct mt_reach {
     uint64_t root_bytes;       /* bytes of roots read */
     uint64_t block_bytes;      /* bytes of marked blocks read */
     uint64_t unreadable_bytes; /* bytes that could not be read */
+    uint64_t vm_free_bytes;    /* bytes of the VM's free blocks not read (layouts.h) */
     int heap_walked;           /* glibc's heap was walked: every live block is in snap */
     const char *heap_refused;  /* why it was not, when it was asked for */
     size_t missed_frees;       /* records left out: glibc holds their blocks free */

@@ -260,7 +260,9 @@ defmodule Mtrace do
   @doc """
   `leaks/1`, with what the mark did: a map of `:threads` (other threads), `:threads_stopped`,
   `:pause_ns` (how long they were stopped), `:root_bytes` and `:block_bytes` (memory read),
-  `:unreadable_bytes`, `:live_blocks`, `:reachable_blocks` and `:reachable_bytes`;
+  `:unreadable_bytes`, `:vm_free_bytes` (the bytes of free blocks in the VM's own carriers, not
+  read: stale words of what the VM freed), `:live_blocks`, `:reachable_blocks` and
+  `:reachable_bytes`;
   `:heap_walked` (whether glibc's heap was walked) and `:heap_refused` (why not, or `nil`),
   `:unrecorded_blocks` (live blocks known from the walk alone), `:missed_frees` (records whose
   block the walk found free, taken out of the table), `:mmapped_missing` (mmapped chunks glibc

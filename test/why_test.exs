@@ -220,6 +220,31 @@ defmodule Mtrace.WhyTest do
     assert found
   end
 
+  test "a word in a free block of the VM's carriers keeps nothing" do
+    # lose_in_vm_free/1: the only word that held the block lay in enif_alloc's block (the VM's
+    # driver_alloc), freed since: in a free block of one of the VM's carriers, which the mark
+    # does not read (layouts.h). Read whole, it kept every block (why/2: the carrier's memory).
+    # Every block of one node of three (another stale word may keep one: see leaks_test).
+    results =
+      Enum.reduce_while(1..3, [], fn _, tried ->
+        {lost, whys, skipped} =
+          in_node("""
+          masked = for _ <- 1..3, do: Lost.lose_in_vm_free(48)
+          Process.sleep(1100)
+          {sites, info} = Mtrace.leaks_info(blocks: true)
+          found = for s <- sites, do: Bitwise.bxor(s.address, m)
+          {Enum.count(masked, &(&1 in found)),
+           Enum.map(masked, &Mtrace.why(Bitwise.bxor(&1, m))), info.vm_free_bytes}
+          """)
+
+        assert skipped > 0
+        assert Enum.count(whys, &is_nil/1) == lost, inspect(whys)
+        if lost == 3, do: {:halt, :found}, else: {:cont, [whys | tried]}
+      end)
+
+    assert results == :found, inspect(results)
+  end
+
   test "leaks/1 with why: true leads from a lost list's head to its oldest node, lost by lost" do
     # lose_list(4): each node's first word points to the node made before it, and the last made,
     # the head, is the direct one: the chain starts there and goes down the list, each link's

@@ -206,6 +206,68 @@ static void carriers(void)
     munmap(m, span);
 }
 
+/* A 64 KiB carrier as the VM lays one out: a 55-word header, an allocated block of 64 bytes, a
+ * free one of 1024 (carrier, tree words, stale words, its size last), an allocated one of 512
+ * and a free last one to the end. */
+#define CW (((size_t)64 << 10) / sizeof(uintptr_t))
+static uintptr_t carrier[CW];
+
+static void layout_carrier(uintptr_t at)
+{
+    memset(carrier, 0, sizeof carrier);
+    uintptr_t *w = carrier, stale = 0x7f0012345670;
+    w[0] = (CW * sizeof *w) | 1;
+    w[3] = 0x55aa00001000;
+    size_t k = 55;
+    w[k] = 64 | (uintptr_t)1 << 63; /* an allocation tag */
+    w[k + 5] = stale;
+    k += 8;
+    w[k] = 1024 | 1;
+    w[k + 1] = at;
+    for (size_t i = 2; i < 127; i++)
+        w[k + i] = stale;
+    w[k + 127] = 1024;
+    k += 128;
+    w[k] = 512 | 2;
+    w[k + 3] = stale;
+    k += 64;
+    w[k] = ((CW - k) * sizeof *w) | 1 | 4;
+    w[k + 1] = at;
+    w[k + 9] = stale;
+    w[k + 130] = (CW - k - 128) * sizeof *w | 1 | 4; /* a header the VM left when it merged */
+}
+
+static void free_blocks(void)
+{
+    uintptr_t at = 0x7f0000040000;
+    layout_carrier(at);
+    size_t free = 1024 - 16 + (CW - 55 - 8 - 128 - 64) * sizeof(uintptr_t) - 16;
+    check(mt_layout_carrier_free(carrier, CW, at) == free && carrier[63 + 5] == 0 &&
+              carrier[63 + 127] == 0 && carrier[255 + 9] == 0 && carrier[255 + 130] == 0,
+          "a carrier's free blocks are cleared, past their header and carrier words");
+    check(carrier[55 + 5] && carrier[191 + 3] && carrier[63 + 1] == at,
+          "its allocated blocks are left whole");
+    layout_carrier(at);
+    check(!mt_layout_carrier_free(carrier, CW - 1, at) && carrier[63 + 5],
+          "a carrier past the words given: untouched");
+    check(!mt_layout_carrier_free(carrier, CW, at + 4096) && carrier[63 + 5],
+          "free blocks that name another carrier: untouched");
+    carrier[63 + 127] = 1016;
+    check(!mt_layout_carrier_free(carrier, CW, at) && carrier[63 + 5],
+          "a free block whose last word is not its size: untouched");
+    layout_carrier(at);
+    carrier[191] = 512;
+    check(!mt_layout_carrier_free(carrier, CW, at) && carrier[63 + 5],
+          "a block after a free one that does not say so: untouched");
+    layout_carrier(at);
+    carrier[255] &= ~(uintptr_t)4;
+    check(!mt_layout_carrier_free(carrier, CW, at) && carrier[63 + 5],
+          "blocks that end at the carrier's end without the last one: untouched");
+    check(mt_layout_carrier_size(CW * sizeof(uintptr_t) | 1) == CW * sizeof(uintptr_t) &&
+              !mt_layout_carrier_size(4096) && !mt_layout_carrier_size((CW + 1) * 8),
+          "a carrier's size: a whole number of pages, 64 KiB and up");
+}
+
 int main(void)
 {
     procbins();
@@ -213,6 +275,7 @@ int main(void)
     binaries();
     segments();
     carriers();
+    free_blocks();
     ioqueues();
     check(mt_layout_jit_descriptor() == (uintptr_t)&__jit_debug_descriptor,
           "the GDB JIT interface's descriptor is found");

@@ -144,6 +144,35 @@ static ERL_NIF_TERM lose_raw(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]
     return lose(env, argv, 1);
 }
 
+/* lose_in_vm_free(size): a block of size bytes whose address only a block of the VM's own
+ * allocators held (enif_alloc's, of driver_alloc where the VM keeps it), freed since: the word
+ * lies in a free block of one of the VM's carriers. Copies fill the second half of a 16 KiB
+ * block, which the VM's own next allocations, carved from the free block's start, leave alone.
+ * Returns the lost block's address xor MASK. */
+struct in_vm {
+    unsigned size;
+    uint64_t masked;
+};
+
+static void make_in_vm(void *arg)
+{
+    struct in_vm *v = arg;
+    void *p = masked_block(v->size), **q = enif_alloc(16384);
+    for (size_t i = 1024; q && i < 2048; i++)
+        q[i] = p;
+    enif_free(q);
+    v->masked = (uint64_t)(uintptr_t)p ^ MASK;
+}
+
+static ERL_NIF_TERM lose_in_vm_free(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    struct in_vm v = {0, 0};
+    (void)argc;
+    if (!enif_get_uint(env, argv[0], &v.size)) return enif_make_badarg(env);
+    deep(make_in_vm, &v, DEPTH);
+    return enif_make_uint64(env, v.masked);
+}
+
 extern void __libc_free(void *);
 
 /* free_behind(size): a block allocated through malloc and freed through glibc's own __libc_free,
@@ -631,6 +660,7 @@ static ErlNifFunc funcs[] = {
     {"many", 3, many, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"lose_masked", 2, lose_masked, 0},
     {"lose_raw", 2, lose_raw, 0},
+    {"lose_in_vm_free", 1, lose_in_vm_free, 0},
     {"free_behind", 1, free_behind, 0},
     {"lose_binary", 1, lose_binary, 0},
     {"hold_word", 1, hold_word, 0},
