@@ -87,6 +87,7 @@ defmodule Mtrace do
           {:demangle, boolean()}
           | {:blocks, boolean()}
           | {:why, boolean()}
+          | {:gc, boolean()}
           | block_filter()
           | cluster_option()
   @type top_option ::
@@ -225,6 +226,12 @@ defmodule Mtrace do
       which head lost them. `nil` for blocks without a record; with `blocks: true`, only the
       site of the block a chain ends at has it. Default `false`.
     * `:demangle` - C++ and Rust names demangled. Default `true`.
+    * `:gc` - when `true`, every process is garbage-collected first (as `recon:bin_leak/1`
+      does), each on its own scheduler: the dead terms a process heap keeps until its next
+      collection (references to binaries, resources and the VM's own trap states, freed or
+      not) then keep nothing. `false` on a node where collecting every process at once costs
+      too much; a dead term may then keep a lost block until its process collects. Default
+      `true`.
     * `:nodes`, `:timeout` - as in `top/2`: each node's answer, in a map.
 
   Works in every node: the mark walks glibc's heap (`heap/0`), so blocks mtrace has no record of
@@ -289,6 +296,8 @@ defmodule Mtrace do
   end
 
   defp leaks_here(opts) do
+    if opts[:gc], do: collect_all()
+
     {blocks, info, whys} =
       case Nif.leaks_nif(Options.filter(opts), opts[:why]) |> complete!() do
         {blocks, info} -> {blocks, info, %{}}
@@ -394,6 +403,7 @@ defmodule Mtrace do
   ## Options
 
     * `:demangle` - C++ and Rust names demangled. Default `true`.
+    * `:gc` - every process garbage-collected first, as for `leaks/1`. Default `true`.
 
   ## Examples
 
@@ -404,7 +414,7 @@ defmodule Mtrace do
       iex> Mtrace.why(:nowhere)
       ** (ArgumentError) Mtrace.why/2: address must be a non-negative integer, got: :nowhere
   """
-  @spec why(non_neg_integer(), [{:demangle, boolean()}]) ::
+  @spec why(non_neg_integer(), [{:demangle, boolean()} | {:gc, boolean()}]) ::
           Mtrace.Path.t() | nil | {:error, :not_a_block}
   def why(address, opts \\ [])
 
@@ -417,11 +427,37 @@ defmodule Mtrace do
 
   def why(address, opts) do
     opts = Options.validate!(:why, "Mtrace.why/2", opts)
+    if opts[:gc], do: collect_all()
 
     case Nif.why_nif(address) |> complete!() do
       :not_a_block -> {:error, :not_a_block}
       path -> [path] |> paths(opts[:demangle]) |> hd()
     end
+  end
+
+  # Every process collected, each where it runs, at once; then this one. A process that exits
+  # first answers false; one that takes over 5 s is not waited for.
+  defp collect_all do
+    refs =
+      for pid <- Process.list(), pid != self() do
+        ref = make_ref()
+        :erlang.garbage_collect(pid, async: ref)
+        ref
+      end
+
+    deadline = System.monotonic_time(:millisecond) + 5_000
+
+    for ref <- refs do
+      wait = max(deadline - System.monotonic_time(:millisecond), 0)
+
+      receive do
+        {:garbage_collect, ^ref, _} -> :ok
+      after
+        wait -> :ok
+      end
+    end
+
+    :erlang.garbage_collect()
   end
 
   # The NIF's chains ({root, links}, or nil) as Mtrace.Path structs, their stacks named at once.

@@ -23,12 +23,12 @@ defmodule Mtrace.Options do
   @defaults %{
     olds: [demangle: false] ++ @filters,
     leaks:
-      [demangle: true, blocks: false, why: false] ++
+      [demangle: true, blocks: false, why: false, gc: true] ++
         Keyword.put(@filters, :min_age, 1) ++ @cluster,
     top: [demangle: true, group: :stack, why: false] ++ @filters ++ @cluster,
     diff: [demangle: true, group: :stack] ++ Keyword.take(@filters, @by_stack) ++ @cluster,
     mark: @cluster,
-    why: [demangle: true],
+    why: [demangle: true, gc: true],
     stats: @cluster,
     watch:
       [interval: 10_000, n: 5, count: nil, group: :stack, leaks: false] ++
@@ -143,7 +143,7 @@ defmodule Mtrace.Options do
   def list_of?(_value, _check), do: false
 
   defp check!(_name, key, value)
-       when key in [:demangle, :blocks, :leaks, :why] and is_boolean(value),
+       when key in [:demangle, :blocks, :leaks, :why, :gc] and is_boolean(value),
        do: value
 
   defp check!(_name, :min_age, value) when is_number(value) and value >= 0, do: value

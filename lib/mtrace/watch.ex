@@ -18,7 +18,8 @@ defmodule Mtrace.Watch do
     * `:leaks` - when `true`, each report also scans for lost blocks (`Mtrace.leaks/1`, with
       `:library`, `:function` and `:erlang`) and logs the lost sites this watch has not logged
       before. A block found lost stays lost until it is freed, so the scans add up: a lost block
-      that a stale word hid from one scan is logged by a later one. Default `false`.
+      that a stale word hid from one scan is logged by a later one. Each scan collects every
+      process first, as `Mtrace.leaks/1` does by default. Default `false`.
 
   A report is one log entry at level `:info`, a line a site, `+bytes in +blocks` and the site's
   first frames; sites that did not grow are left out, and nothing is logged when none grew. New

@@ -15,6 +15,28 @@ defmodule Mtrace.Test.Lost do
   def keep_tree(_depth), do: :erlang.nif_error(:not_loaded)
   def keep_tls(_size), do: :erlang.nif_error(:not_loaded)
   def buffer(_size), do: :erlang.nif_error(:not_loaded)
+  def leaky_buffer(_size), do: :erlang.nif_error(:not_loaded)
+
+  # A process that made a leaky buffer and dropped its term, which then lies dead on its heap
+  # until the heap is collected (it waits, and does not grow). Returns {pid, data xor mask}.
+  def dead_buffer(size) do
+    parent = self()
+
+    pid =
+      spawn(fn ->
+        {_resource, data} = leaky_buffer(size)
+        send(parent, {self(), data})
+
+        receive do
+          :stop -> :ok
+        end
+      end)
+
+    receive do
+      {^pid, data} -> {pid, data}
+    end
+  end
+
   def buffer_addresses(_buffer), do: :erlang.nif_error(:not_loaded)
   def lose_resource(_size), do: :erlang.nif_error(:not_loaded)
   def resource_header(_size), do: :erlang.nif_error(:not_loaded)

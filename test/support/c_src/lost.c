@@ -300,6 +300,29 @@ static ERL_NIF_TERM buffer_addresses(ErlNifEnv *env, int argc, const ERL_NIF_TER
                             enif_make_uint64(env, (uint64_t)(uintptr_t)b ^ MASK));
 }
 
+/* leaky_buffer(size) -> {resource, data}: a buffer resource whose destructor forgets its data:
+ * the data is lost when the VM frees the resource, once no term refers to it (after a collection
+ * of the heap that held the last one). data is its address xor MASK. */
+static ErlNifResourceType *leaky_type;
+
+static void leaky_dtor(ErlNifEnv *env, void *obj)
+{
+    (void)env;
+    (void)obj;
+}
+
+static ERL_NIF_TERM leaky_buffer(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    unsigned size;
+    (void)argc;
+    if (!enif_get_uint(env, argv[0], &size)) return enif_make_badarg(env);
+    struct buffer *b = enif_alloc_resource(leaky_type, sizeof *b);
+    b->data = buffer_data(size);
+    ERL_NIF_TERM term = enif_make_resource(env, b);
+    enif_release_resource(b);
+    return enif_make_tuple2(env, term, enif_make_uint64(env, (uint64_t)(uintptr_t)b->data ^ MASK));
+}
+
 NAMED static void *lost_resource(size_t size)
 {
     void *r = enif_alloc_resource(buffer_type, size);
@@ -630,6 +653,8 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
     (void)info;
     buffer_type =
         enif_open_resource_type(env, NULL, "buffer", buffer_dtor, ERL_NIF_RT_CREATE, NULL);
+    leaky_type =
+        enif_open_resource_type(env, NULL, "leaky_buffer", leaky_dtor, ERL_NIF_RT_CREATE, NULL);
     return buffer_type ? 0 : 1;
 }
 
@@ -651,6 +676,7 @@ static ErlNifFunc funcs[] = {
     {"keep_tree", 1, keep_tree, 0},
     {"keep_tls", 1, keep_tls, 0},
     {"buffer", 1, buffer, 0},
+    {"leaky_buffer", 1, leaky_buffer, 0},
     {"buffer_addresses", 1, buffer_addresses, 0},
     {"lose_resource", 1, lose_resource, 0},
     {"resource_header", 1, resource_header, 0},
