@@ -21,7 +21,7 @@ all: $(LIB) $(OPTIONS)
 $(LIB): $(OBJS) mtrace.version
 	mkdir -p ../priv
 	$(CC) -shared -o $(LIB).tmp $(OBJS) -Wl,--version-script=mtrace.version -Wl,-z,defs \
-		$(UNWIND_LIBS) $(DW_LIBS) $(IBERTY_LIBS) -llzma -lm -ldl -lpthread $(LDFLAGS)
+		$(UNWIND_LIBS) $(IBERTY_LIBS) -llzma -lm -ldl -lpthread $(LDFLAGS)
 	mv $(LIB).tmp $(LIB)
 
 $(OBJS): $(HDRS) makevars.mk

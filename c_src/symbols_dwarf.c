@@ -5,8 +5,13 @@
  *
  * Separate debug files are found by our own callback rather than dwfl_standard_find_debuginfo,
  * which after a miss would dlopen libdebuginfod (and with it libcurl) into the traced process.
+ *
+ * libdw is opened at the first mt_dwarf_open(), not linked: the processes the library is
+ * preloaded into (sh, epmd, every child of a release) then map neither it nor libelf, libz and
+ * libbz2 as they start, and where libdw is missing frames are named without file:line.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
@@ -18,6 +23,52 @@
 #include <unistd.h>
 
 #include "symbols_backend.h"
+
+#define DW_FUNCTIONS(X)                                                                            \
+    X(dwfl_begin)                                                                                  \
+    X(dwfl_end)                                                                                    \
+    X(dwfl_report_begin)                                                                           \
+    X(dwfl_report_elf)                                                                             \
+    X(dwfl_report_end)                                                                             \
+    X(dwfl_module_getdwarf)                                                                        \
+    X(dwfl_module_addrdie)                                                                         \
+    X(dwfl_module_getsrc)                                                                          \
+    X(dwfl_lineinfo)                                                                               \
+    X(dwfl_build_id_find_debuginfo)                                                                \
+    X(dwarf_attr)                                                                                  \
+    X(dwarf_attr_integrate)                                                                        \
+    X(dwarf_formstring)                                                                            \
+    X(dwarf_formudata)                                                                             \
+    X(dwarf_diecu)                                                                                 \
+    X(dwarf_getsrcfiles)                                                                           \
+    X(dwarf_filesrc)                                                                               \
+    X(dwarf_getscopes)                                                                             \
+    X(dwarf_offdie)                                                                                \
+    X(dwarf_dieoffset)                                                                             \
+    X(dwarf_getscopes_die)                                                                         \
+    X(dwarf_tag)
+
+static struct {
+#define DECLARE(f) __typeof__(f) *f;
+    DW_FUNCTIONS(DECLARE)
+#undef DECLARE
+} dw;
+
+/* Whether libdw is there: opened once (the caller holds the symbols' mutex), never closed. */
+static int dw_open(void)
+{
+    static int state; /* 0: not tried; 1: open; -1: missing */
+    if (state) return state > 0;
+    state = -1;
+    void *h = dlopen("libdw.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h) return 0;
+#define LOAD(f)                                                                                    \
+    if (!(dw.f = (__typeof__(f) *)dlsym(h, #f))) return 0;
+    DW_FUNCTIONS(LOAD)
+#undef LOAD
+    state = 1;
+    return 1;
+}
 
 struct mt_dwarf {
     Dwfl *dwfl;
@@ -71,8 +122,8 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname
                           const char *file_name, const char *debuglink, GElf_Word crc,
                           char **debuginfo_file_name)
 {
-    int fd = dwfl_build_id_find_debuginfo(mod, userdata, modname, base, file_name, debuglink, crc,
-                                          debuginfo_file_name);
+    int fd = dw.dwfl_build_id_find_debuginfo(mod, userdata, modname, base, file_name, debuglink,
+                                             crc, debuginfo_file_name);
     if (fd >= 0 || !debuglink || !file_name || file_name[0] != '/') return fd;
     char dir[PATH_MAX];
     const char *slash = strrchr(file_name, '/');
@@ -107,6 +158,7 @@ static const Dwfl_Callbacks callbacks = {
 struct mt_dwarf *mt_dwarf_open(const char *path, struct mt_file_id id, uintptr_t bias,
                                const char *debug_path)
 {
+    if (!dw_open()) return NULL;
     if (!search_path && debug_path) search_path = strdup(debug_path);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return NULL;
@@ -115,28 +167,28 @@ struct mt_dwarf *mt_dwarf_open(const char *path, struct mt_file_id id, uintptr_t
     Dwfl *dwfl = NULL;
     Dwfl_Module *mod = NULL;
     if (fstat(fd, &st) == 0 && mt_same_file(mt_file_id_of(&st), id) &&
-        (dwfl = dwfl_begin(&callbacks))) {
-        dwfl_report_begin(dwfl);
-        mod = dwfl_report_elf(dwfl, path, path, fd, bias, true);
-        dwfl_report_end(dwfl, NULL, NULL);
+        (dwfl = dw.dwfl_begin(&callbacks))) {
+        dw.dwfl_report_begin(dwfl);
+        mod = dw.dwfl_report_elf(dwfl, path, path, fd, bias, true);
+        dw.dwfl_report_end(dwfl, NULL, NULL);
     }
     if (!mod || !(d = malloc(sizeof *d))) {
         /* Without a module the descriptor is still ours; with one, dwfl_end closes it. */
         if (!mod) close(fd);
-        if (dwfl) dwfl_end(dwfl);
+        if (dwfl) dw.dwfl_end(dwfl);
         return NULL;
     }
     *d = (struct mt_dwarf){dwfl, mod};
     /* Every file it needs is opened now, under our mutex, rather than at some later lookup. */
     Dwarf_Addr dbias;
-    dwfl_module_getdwarf(mod, &dbias);
+    dw.dwfl_module_getdwarf(mod, &dbias);
     return d;
 }
 
 static const char *attr_string(Dwarf_Die *die, int name)
 {
     Dwarf_Attribute at;
-    return dwarf_formstring(dwarf_attr_integrate(die, name, &at));
+    return dw.dwarf_formstring(dw.dwarf_attr_integrate(die, name, &at));
 }
 
 /* A function's name: its linkage name (demangled if asked), else its plain name. Through
@@ -159,31 +211,31 @@ static void call_site(Dwarf_Die *die, const char **file, int *line)
     size_t nfiles;
     *file = NULL;
     *line = 0;
-    if (dwarf_formudata(dwarf_attr(die, DW_AT_call_line, &at), &w) == 0) *line = (int)w;
-    if (dwarf_formudata(dwarf_attr(die, DW_AT_call_file, &at), &w) == 0 &&
-        dwarf_diecu(die, &cu, NULL, NULL) && dwarf_getsrcfiles(&cu, &files, &nfiles) == 0 &&
+    if (dw.dwarf_formudata(dw.dwarf_attr(die, DW_AT_call_line, &at), &w) == 0) *line = (int)w;
+    if (dw.dwarf_formudata(dw.dwarf_attr(die, DW_AT_call_file, &at), &w) == 0 &&
+        dw.dwarf_diecu(die, &cu, NULL, NULL) && dw.dwarf_getsrcfiles(&cu, &files, &nfiles) == 0 &&
         w < nfiles)
-        *file = dwarf_filesrc(files, w, NULL, NULL);
+        *file = dw.dwarf_filesrc(files, w, NULL, NULL);
 }
 
 int mt_dwarf_frames(struct mt_dwarf *d, uintptr_t a, int demangle, struct mt_frame_info *out,
                     int max)
 {
     Dwarf_Addr bias;
-    Dwarf_Die *cu = dwfl_module_addrdie(d->mod, a, &bias);
+    Dwarf_Die *cu = dw.dwfl_module_addrdie(d->mod, a, &bias);
     if (!cu) return 0;
-    Dwfl_Line *ln = dwfl_module_getsrc(d->mod, a);
+    Dwfl_Line *ln = dw.dwfl_module_getsrc(d->mod, a);
     int line = 0;
-    const char *file = ln ? dwfl_lineinfo(ln, NULL, &line, NULL, NULL, NULL) : NULL;
+    const char *file = ln ? dw.dwfl_lineinfo(ln, NULL, &line, NULL, NULL, NULL) : NULL;
     Dwarf_Die *scopes = NULL, inner;
-    int nscopes = dwarf_getscopes(cu, a - bias, &scopes), n = 0;
+    int nscopes = dw.dwarf_getscopes(cu, a - bias, &scopes), n = 0;
     /* dwarf_getscopes goes on from an inlined instance into its abstract definition's scopes;
      * the callers are the DIEs that hold the instance, as elfutils' addr2line finds them. */
     Dwarf_Addr dwarf_bias;
-    if (nscopes > 0 && dwarf_offdie(dwfl_module_getdwarf(d->mod, &dwarf_bias),
-                                    dwarf_dieoffset(&scopes[0]), &inner)) {
+    if (nscopes > 0 && dw.dwarf_offdie(dw.dwfl_module_getdwarf(d->mod, &dwarf_bias),
+                                       dw.dwarf_dieoffset(&scopes[0]), &inner)) {
         Dwarf_Die *chain = NULL;
-        int nchain = dwarf_getscopes_die(&inner, &chain);
+        int nchain = dw.dwarf_getscopes_die(&inner, &chain);
         if (nchain > 0) {
             free(scopes);
             scopes = chain;
@@ -192,7 +244,7 @@ int mt_dwarf_frames(struct mt_dwarf *d, uintptr_t a, int demangle, struct mt_fra
     }
     int outer = 0;
     for (int i = 0; i < nscopes && !outer; i++) {
-        int tag = dwarf_tag(&scopes[i]);
+        int tag = dw.dwarf_tag(&scopes[i]);
         if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram) continue;
         outer = tag == DW_TAG_subprogram;
         /* The last place is kept for the function the chain is inlined into. */
