@@ -22,7 +22,7 @@ struct node {
 static void *kept_static[64];
 static struct node *kept_tree;
 static __thread void *kept_tls;
-static ErlNifResourceType *buffer_type;
+static ErlNifResourceType *buffer_type, *leaky_type;
 
 struct buffer {
     void *data;
@@ -276,17 +276,27 @@ static void buffer_dtor(ErlNifEnv *env, void *obj)
     free(((struct buffer *)obj)->data);
 }
 
+/* A resource of type that owns a malloc'd buffer of size bytes, as a term that alone holds it;
+ * *out: the object. */
+static ERL_NIF_TERM new_buffer(ErlNifEnv *env, ErlNifResourceType *type, unsigned size,
+                               struct buffer **out)
+{
+    struct buffer *b = enif_alloc_resource(type, sizeof *b);
+    b->data = buffer_data(size);
+    ERL_NIF_TERM term = enif_make_resource(env, b);
+    enif_release_resource(b);
+    *out = b;
+    return term;
+}
+
 /* buffer(size): a resource that owns a malloc'd buffer; the caller keeps the term or drops it. */
 static ERL_NIF_TERM buffer(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     unsigned size;
+    struct buffer *b;
     (void)argc;
     if (!enif_get_uint(env, argv[0], &size)) return enif_make_badarg(env);
-    struct buffer *b = enif_alloc_resource(buffer_type, sizeof *b);
-    b->data = buffer_data(size);
-    ERL_NIF_TERM term = enif_make_resource(env, b);
-    enif_release_resource(b);
-    return term;
+    return new_buffer(env, buffer_type, size, &b);
 }
 
 /* buffer_addresses(buffer) -> {data, object}: where a buffer resource's data and the resource
@@ -303,8 +313,6 @@ static ERL_NIF_TERM buffer_addresses(ErlNifEnv *env, int argc, const ERL_NIF_TER
 /* leaky_buffer(size) -> {resource, data}: a buffer resource whose destructor forgets its data:
  * the data is lost when the VM frees the resource, once no term refers to it (after a collection
  * of the heap that held the last one). data is its address xor MASK. */
-static ErlNifResourceType *leaky_type;
-
 static void leaky_dtor(ErlNifEnv *env, void *obj)
 {
     (void)env;
@@ -314,12 +322,10 @@ static void leaky_dtor(ErlNifEnv *env, void *obj)
 static ERL_NIF_TERM leaky_buffer(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     unsigned size;
+    struct buffer *b;
     (void)argc;
     if (!enif_get_uint(env, argv[0], &size)) return enif_make_badarg(env);
-    struct buffer *b = enif_alloc_resource(leaky_type, sizeof *b);
-    b->data = buffer_data(size);
-    ERL_NIF_TERM term = enif_make_resource(env, b);
-    enif_release_resource(b);
+    ERL_NIF_TERM term = new_buffer(env, leaky_type, size, &b);
     return enif_make_tuple2(env, term, enif_make_uint64(env, (uint64_t)(uintptr_t)b->data ^ MASK));
 }
 
