@@ -109,10 +109,16 @@ size_t mt_layout_ioqueue(const uintptr_t *w, size_t n, uintptr_t at, uint32_t *l
 #define BLK_MIN 32
 #define CARRIER_HEADER_MAX 1024 /* bytes before the first block: Carrier_t and a strategy's */
 
-size_t mt_layout_carrier_size(uintptr_t head)
+/* The size in a carrier's first word: a whole number of pages, at least min; else 0. */
+static size_t carrier_bytes(uintptr_t head, size_t min)
 {
     uintptr_t size = head & ~(uintptr_t)7;
-    return size >= MT_CARRIER_SMALL && !(size & 4095) ? size : 0;
+    return size >= min && !(size & (MT_PAGE - 1)) ? size : 0;
+}
+
+size_t mt_layout_carrier_size(uintptr_t head)
+{
+    return carrier_bytes(head, MT_CARRIER_SMALL);
 }
 
 /* Walks the blocks of the carrier at `at` (w: its `words` words) from word k on; returns the
@@ -168,13 +174,13 @@ static int name_prefix(uintptr_t p, char prefix[16])
 
 int mt_layout_carrier(uintptr_t addr, uintptr_t lo, uintptr_t hi, char *name, size_t len)
 {
-    uintptr_t page = 4096, c = addr & ~(page - 1);
+    uintptr_t c = addr & ~(uintptr_t)(MT_PAGE - 1);
     for (uintptr_t end = c > lo + MT_CARRIER_REACH ? c - MT_CARRIER_REACH : lo; c >= end && c < hi;
-         c -= page) {
+         c -= MT_PAGE) {
         uintptr_t head[4], allctr[ALLOCATOR_WORDS];
         if (c + sizeof head > hi || mt_proc_read(c, head, sizeof head) != 0) continue;
-        uintptr_t size = head[0] & ~(uintptr_t)7, by = head[3] & ~(uintptr_t)7;
-        if (size < page || (size & (page - 1)) || c + size <= addr || c + size > hi || !by ||
+        uintptr_t size = carrier_bytes(head[0], MT_PAGE), by = head[3] & ~(uintptr_t)7;
+        if (!size || c + size <= addr || c + size > hi || !by ||
             mt_proc_read(by, allctr, sizeof allctr) != 0)
             continue;
         char prefix[16];
