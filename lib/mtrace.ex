@@ -435,9 +435,18 @@ defmodule Mtrace do
     end
   end
 
-  # Every process collected, each where it runs, at once; then this one. A process that exits
-  # first answers false; one that takes over 5 s is not waited for.
+  # Every process collected, each where it runs, at once, the caller among them. The requests
+  # go out from a process of their own: an answer that comes after the 5 s it waits lands in
+  # that process's mailbox, which dies with it, not in the caller's.
   defp collect_all do
+    {_, monitor} = spawn_monitor(&collect_others/0)
+
+    receive do
+      {:DOWN, ^monitor, :process, _, _} -> :ok
+    end
+  end
+
+  defp collect_others do
     refs =
       for pid <- Process.list(), pid != self() do
         ref = make_ref()
@@ -448,16 +457,12 @@ defmodule Mtrace do
     deadline = System.monotonic_time(:millisecond) + 5_000
 
     for ref <- refs do
-      wait = max(deadline - System.monotonic_time(:millisecond), 0)
-
       receive do
         {:garbage_collect, ^ref, _} -> :ok
       after
-        wait -> :ok
+        max(deadline - System.monotonic_time(:millisecond), 0) -> :ok
       end
     end
-
-    :erlang.garbage_collect()
   end
 
   # The NIF's chains ({root, links}, or nil) as Mtrace.Path structs, their stacks named at once.
