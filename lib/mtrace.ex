@@ -435,20 +435,23 @@ defmodule Mtrace do
     end
   end
 
-  # Every process collected, each where it runs, at once, the caller among them. The requests
-  # go out from a process of their own: an answer that comes after the 5 s it waits lands in
-  # that process's mailbox, which dies with it, not in the caller's.
+  # Every other process collected, each where it runs, at once; then the caller, by itself and
+  # last. The requests go out from a process of their own: an answer that comes after the 5 s
+  # it waits lands in that process's mailbox, which dies with it, not in the caller's.
   defp collect_all do
-    {_, monitor} = spawn_monitor(&collect_others/0)
+    caller = self()
+    {_, monitor} = spawn_monitor(fn -> collect_others(caller) end)
 
     receive do
       {:DOWN, ^monitor, :process, _, _} -> :ok
     end
+
+    :erlang.garbage_collect()
   end
 
-  defp collect_others do
+  defp collect_others(caller) do
     refs =
-      for pid <- Process.list(), pid != self() do
+      for pid <- Process.list(), pid not in [self(), caller] do
         ref = make_ref()
         :erlang.garbage_collect(pid, async: ref)
         ref
