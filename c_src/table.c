@@ -111,6 +111,7 @@ struct gen {
     uint16_t *spills; /* by home group; at most 16 * (WINDOW - 1) each, plus fork leftovers */
     struct gen *prev; /* the generation before, while it holds records; else NULL */
     size_t lane_groups, homes, window;
+    unsigned index; /* in gens[] */
     size_t slots, groups;
     char *mem; /* the generation's pages, given back when it retires */
     size_t bytes;
@@ -133,14 +134,17 @@ static uint64_t epoch_ns;
 static unsigned lanes;
 struct mt_census mt_census __attribute__((aligned(64)));
 
-/* Regions, in the order they are first seen: (region + 1) << 8 | SPREAD | lane, 0 while free. An
- * entry is written once, but for its SPREAD bit, which is set once: a region keeps its lane for
- * the life of the process. */
+/* Regions, in the order they are first seen: (region + 1) << KEY_SHIFT | spread << SPREAD_SHIFT |
+ * lane, 0 while free. An entry is written once, but for its spread field, which only grows: a
+ * region keeps its lane for the life of the process. spread: the region is spread in the
+ * generations below it (see place()). */
 #define REGION_SHIFT 26
 #define REGIONS 1024
 #define REGION_PROBES 16
-#define SPREAD 0x80
 #define UNMAPPED 0x40 /* a region the map has no room for: spread, with no lane of its own */
+#define SPREAD_SHIFT 8
+#define SPREAD_ALL 63 /* above every generation's index (GENS) */
+#define KEY_SHIFT 14
 #define NO_LANE MT_TABLE_LANES_MAX
 static uint64_t regions[REGIONS];
 static unsigned regions_seen;
@@ -183,6 +187,7 @@ int mt_table_init(size_t slots, size_t slots_max, int sparse, unsigned want_lane
     }
     for (size_t i = 0; i < n; i++) {
         struct gen *g = &gens[i];
+        g->index = (unsigned)i;
         g->mem = mem;
         g->recs = (struct slot *)mem;
         g->tags = (uint8_t *)mem + page_up(g->slots * sizeof(struct slot), page);
@@ -229,7 +234,7 @@ unsigned mt_table_lanes(void)
  * first time takes the next lane in turn; else *absent says that no record of r can exist. */
 static uint64_t *region_entry(uint64_t r, int create, int *absent)
 {
-    uint64_t key = (r + 1) << 8;
+    uint64_t key = (r + 1) << KEY_SHIFT;
     size_t i = (size_t)((r * 0x9E3779B97F4A7C15ull) >> 54);
     for (int n = 0; n < REGION_PROBES; n++, i = (i + 1) % REGIONS) {
         uint64_t w = __atomic_load_n(&regions[i], __ATOMIC_ACQUIRE);
@@ -243,7 +248,7 @@ static uint64_t *region_entry(uint64_t r, int create, int *absent)
                                             __ATOMIC_ACQUIRE))
                 return &regions[i];
         }
-        if ((w & ~(uint64_t)0xFF) == key) return &regions[i];
+        if (w >> KEY_SHIFT << KEY_SHIFT == key) return &regions[i];
     }
     return NULL;
 }
@@ -253,7 +258,9 @@ static uint64_t region_word(uint64_t r, int create)
 {
     int absent = 0;
     uint64_t *e = region_entry(r, create, &absent);
-    return absent ? 0 : e ? __atomic_load_n(e, __ATOMIC_ACQUIRE) : SPREAD | UNMAPPED;
+    return absent ? 0
+           : e    ? __atomic_load_n(e, __ATOMIC_ACQUIRE)
+                  : (uint64_t)SPREAD_ALL << SPREAD_SHIFT | UNMAPPED;
 }
 
 /* The thread's last region and its word: a thread mostly allocates from one arena, and a look in
@@ -276,14 +283,25 @@ static inline uint64_t cached_word(uint64_t r, int create)
     return w;
 }
 
-/* Marks region r spread, then tells every thread's cache (a record put by hash is then found by
- * any free that happens after it). */
-static void region_spread(uint64_t r)
+/* Whether a region whose word is word is spread in generation c. */
+static inline int spread_in(uint64_t word, const struct gen *c)
+{
+    return (word >> SPREAD_SHIFT & SPREAD_ALL) > c->index;
+}
+
+/* Marks region r spread in c and the generations before it, then tells every thread's cache (a
+ * record put by hash is then found by any free that happens after it). */
+static void region_spread(uint64_t r, const struct gen *c)
 {
     int absent = 0;
     uint64_t *e = region_entry(r, 0, &absent);
     if (!e) return;
-    __atomic_fetch_or(e, SPREAD, __ATOMIC_RELEASE);
+    uint64_t w = __atomic_load_n(e, __ATOMIC_ACQUIRE), want;
+    do {
+        if (spread_in(w, c)) return;
+        want = (w & ~((uint64_t)SPREAD_ALL << SPREAD_SHIFT)) | (uint64_t)(c->index + 1)
+                                                                   << SPREAD_SHIFT;
+    } while (!__atomic_compare_exchange_n(e, &w, want, 0, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE));
     __atomic_fetch_add(&spreads, 1, __ATOMIC_RELEASE);
 }
 
@@ -293,16 +311,22 @@ static inline unsigned hash_lane(uint64_t h)
     return (unsigned)((((h >> 16) & 0xFF) * lanes) >> 8);
 }
 
-/* Where a record is to be looked for, given its region's word: lane first, then lane second
- * (NO_LANE: nowhere else). A region keeps its records in its own lane until it fills its window
- * there; from then on it is spread: its new records go to the lane of their hash, as in a table
- * without lanes, or else to its own lane, where its old ones stay. A record whose hash lane is its
- * own has the next lane for second: the own lane filled before the region spread, and what is
- * left of the table is in the other lanes. */
-static inline void place(uint64_t h, uint64_t word, unsigned *first, unsigned *second)
+/* Where a record of generation c is to be looked for, given its region's word: lane first, then
+ * lane second (NO_LANE: nowhere else). A region keeps its records in its own lane until it fills
+ * its window there; from then on it is spread in that generation: its new records go to the lane
+ * of their hash, as in a table without lanes, or else to its own lane, where its old ones stay. A
+ * record whose hash lane is its own has the next lane for second: the own lane filled before the
+ * region spread, and what is left of the table is in the other lanes. A generation made after the
+ * spread has lanes twice as large, and the region starts in its own lane again: spread for good,
+ * a region that filled its lane once in the first 4096 slots (a BEAM's main heap, as it starts)
+ * paid for two lanes at every insert and free ever after. A region spread in c is taken as spread
+ * in every generation before c too: that only adds a lane to look in, so a generation's placement
+ * still only ever widens. */
+static inline void place(uint64_t h, uint64_t word, const struct gen *c, unsigned *first,
+                         unsigned *second)
 {
     unsigned own = (unsigned)(word & 15), by_hash;
-    if (!(word & SPREAD)) {
+    if (!spread_in(word, c)) {
         *first = own;
         *second = NO_LANE;
         return;
@@ -442,7 +466,7 @@ static size_t home_of(const struct gen *c, uintptr_t addr, size_t s)
 {
     uint64_t h = mt_table_hash(addr);
     unsigned first, second;
-    place(h, lanes > 1 ? region_word(addr >> REGION_SHIFT, 0) : 0, &first, &second);
+    place(h, lanes > 1 ? region_word(addr >> REGION_SHIFT, 0) : 0, c, &first, &second);
     size_t home = group_of(c, h, first);
     if (second != NO_LANE && (s / GROUP < home || s / GROUP >= home + c->window))
         home = group_of(c, h, second);
@@ -519,14 +543,14 @@ static int store_in_lane(struct gen *c, unsigned k, uint64_t h, uint8_t t, const
 static int store(struct gen *c, uint64_t h, uint64_t word, uint8_t t, const struct slot *v)
 {
     unsigned first, second;
-    place(h, word, &first, &second);
+    place(h, word, c, &first, &second);
     int r = store_in_lane(c, first, h, t, v);
     if (!r && second != NO_LANE) r = store_in_lane(c, second, h, t, v);
     /* The region has filled its window in its own lane. A lane is a fraction of the table, and one
      * busy region must still have all of it: spread. */
-    if (!r && lanes > 1 && !(word & SPREAD)) {
-        region_spread(v->addr >> REGION_SHIFT);
-        place(h, word | SPREAD, &first, &second);
+    if (!r && lanes > 1 && !spread_in(word, c)) {
+        region_spread(v->addr >> REGION_SHIFT, c);
+        place(h, word | (uint64_t)SPREAD_ALL << SPREAD_SHIFT, c, &first, &second);
         r = store_in_lane(c, first, h, t, v);
         if (!r) r = store_in_lane(c, second, h, t, v);
     }
@@ -623,14 +647,17 @@ static inline struct gen *oldest(struct gen *c)
     return c;
 }
 
-/* Removes addr's record from the generations before c, oldest first. They exist only while the
- * table grows, so they are looked at out of line. */
+/* Removes addr's record (its region's word is word) from the generations before c, oldest first.
+ * They exist only while the table grows, so they are looked at out of line. */
 __attribute__((noinline)) static int remove_from_old(struct gen *c, uintptr_t addr, uint64_t h,
-                                                     unsigned first, unsigned second, uint8_t t,
+                                                     uint64_t word, uint8_t t,
                                                      struct mt_record *out)
 {
-    for (struct gen *o = oldest(c); o != c; o++)
+    for (struct gen *o = oldest(c); o != c; o++) {
+        unsigned first, second;
+        place(h, word, o, &first, &second);
         if (remove_in(o, addr, h, first, second, t, out)) return 1;
+    }
     return 0;
 }
 
@@ -787,14 +814,14 @@ __attribute__((noinline)) static int insert_slow(const struct mt_record *rec, in
         uint64_t word = lanes > 1 ? cached_word(v->addr >> REGION_SHIFT, 1) : 0;
         struct gen *c = __atomic_load_n(&cur, __ATOMIC_ACQUIRE);
         unsigned first, second;
-        place(h, word, &first, &second);
+        place(h, word, c, &first, &second);
         struct gen *o = oldest(c);
         if (o != c) {
             /* Each insert moves a group while the table grows, so a generation is drained long
              * before its successor could fill. A stale record may still be in an older one: one
              * record per address. */
             drain(o, 1);
-            if (remove_from_old(c, v->addr, h, first, second, t, NULL)) *replaced = 1;
+            if (remove_from_old(c, v->addr, h, word, t, NULL)) *replaced = 1;
         }
         if (replace_in_lane(c, first, h, t, v) ||
             (second != NO_LANE && replace_in_lane(c, second, h, t, v))) {
@@ -820,7 +847,7 @@ int mt_table_insert(const struct mt_record *rec, int *replaced)
      * is room there. */
     struct gen *c = __atomic_load_n(&cur, __ATOMIC_ACQUIRE);
     unsigned first, second;
-    place(h, word, &first, &second);
+    place(h, word, c, &first, &second);
     size_t g0 = group_of(c, h, first);
     if (!__atomic_load_n(&c->prev, __ATOMIC_RELAXED) && second == NO_LANE &&
         !__atomic_load_n(&c->spills[g0], __ATOMIC_RELAXED)) {
@@ -844,15 +871,15 @@ int mt_table_remove(uintptr_t addr, struct mt_record *out)
     uint64_t h = mt_table_hash(addr), r = addr >> REGION_SHIFT, word = 0;
     if (lanes > 1 && !(word = cached_word(r, 0))) return 0;
     uint8_t t = tag_of(h);
-    unsigned first, second;
-    place(h, word, &first, &second);
     struct gen *c = __atomic_load_n(&cur, __ATOMIC_ACQUIRE);
     for (;;) {
         /* A record moves only from the oldest generation to cur, stored in cur before it leaves:
          * looked for from the oldest to c, it cannot slip past. */
         if (__builtin_expect(__atomic_load_n(&c->prev, __ATOMIC_ACQUIRE) != NULL, 0) &&
-            remove_from_old(c, addr, h, first, second, t, out))
+            remove_from_old(c, addr, h, word, t, out))
             return 1;
+        unsigned first, second;
+        place(h, word, c, &first, &second);
         if (remove_in(c, addr, h, first, second, t, out)) return 1;
         /* Unless a newer generation took it from c meanwhile, or the region was spread meanwhile:
          * a drain then stores the record it moves in the lane of its hash, where a look placed by
@@ -862,7 +889,7 @@ int mt_table_remove(uintptr_t addr, struct mt_record *out)
         struct gen *now = __atomic_load_n(&cur, __ATOMIC_ACQUIRE);
         uint64_t fresh = lanes > 1 ? region_word(r, 0) : 0;
         if (__builtin_expect(now == c && fresh == word, 1)) return 0;
-        if (fresh != word) place(h, word = fresh, &first, &second);
+        word = fresh;
         c = now;
     }
 }
@@ -929,11 +956,13 @@ int mt_table_set_lost(const struct mt_record *rec)
 {
     uint64_t word = lanes > 1 ? region_word(rec->addr >> REGION_SHIFT, 0) : 0;
     if (lanes > 1 && !word) return 0;
-    unsigned first, second;
-    place(mt_table_hash(rec->addr), word, &first, &second);
     int r = -1;
-    for (struct gen *c = read_begin(); c && r < 0; c = __atomic_load_n(&c->prev, __ATOMIC_ACQUIRE))
+    for (struct gen *c = read_begin(); c && r < 0;
+         c = __atomic_load_n(&c->prev, __ATOMIC_ACQUIRE)) {
+        unsigned first, second;
+        place(mt_table_hash(rec->addr), word, c, &first, &second);
         r = set_lost_in(c, rec, first, second);
+    }
     read_end();
     return r > 0;
 }
@@ -1010,7 +1039,7 @@ static int holds(const struct gen *c, uintptr_t addr)
 {
     uint64_t h = mt_table_hash(addr);
     unsigned lane[2];
-    place(h, lanes > 1 ? region_word(addr >> REGION_SHIFT, 0) : 0, &lane[0], &lane[1]);
+    place(h, lanes > 1 ? region_word(addr >> REGION_SHIFT, 0) : 0, c, &lane[0], &lane[1]);
     for (int i = 0; i < 2 && lane[i] != NO_LANE; i++)
         for (size_t g = group_of(c, h, lane[i]), w = 0; w < c->window; w++)
             for (unsigned m = match(c, g + w, tag_of(h)); m; m &= m - 1)

@@ -26,7 +26,8 @@
  *   in turn as regions are first seen and never changed. glibc gives each thread's arena regions of
  *   its own, so threads that allocate at once mostly write different cache lines. A region that
  *   fills its part of its lane is spread: its later records go to the lane of their hash, as in a
- *   table without lanes. A record is stored in a fixed window of slots (a probe window) after its
+ *   table without lanes, until the table grows; in the grown table it starts in its own lane
+ *   again. A record is stored in a fixed window of slots (a probe window) after its
  *   hash in its lane. Removal frees a slot at once (no tombstones), so the table never degrades.
  * - Fork: mt_table_after_fork() (child side) repairs slots left BUSY by threads that do not exist
  *   in the child, in every table size in use; afterwards no operation can wait on them, and a

@@ -194,6 +194,33 @@ static void test_spread_seen_late(void)
           "a region spread by another thread: this thread's frees find every record");
 }
 
+/* A region spread in one generation starts in its own lane again in the next, larger one (table.c,
+ * place()). While the first is drained, a free looks in each generation as that generation placed
+ * its records: the spread region's in both lanes of the old one, in its own lane of the new one.
+ * Run in a child, on a table that has not grown yet. */
+static void test_spread_then_grown(void)
+{
+    struct mt_stats before, after;
+    mt_stats_read(&before);
+    unsigned grown = mt_table_grown();
+    size_t spread = mt_table_slots() * 5 / 8, other = 0; /* more than one lane holds */
+    each_block(&(struct blocks){alloc, 10, spread});
+    check(mt_table_grown() == grown, "a region spread over both lanes, in the first table");
+    while (mt_table_grown() == grown && other < 4 * mt_table_slots())
+        alloc(block(11, (unsigned)other++));
+    check(mt_table_grown() == grown + 1, "another region's records make the table grow");
+    each_block_elsewhere((struct blocks){release, 10, spread});
+    mt_stats_read(&after);
+    check(after.untracked_frees - before.untracked_frees == after.dropped - before.dropped &&
+              scan_owner(10).seen == 0,
+          "while the table grows, another thread's frees find the spread region's every record");
+    each_block_elsewhere((struct blocks){release, 11, other});
+    mt_stats_read(&after);
+    check(after.untracked_frees - before.untracked_frees == after.dropped - before.dropped &&
+              mt_table_count() == 0,
+          "and the other region's, in the grown table");
+}
+
 /* More regions than the region map holds: those it has no room for still keep one lane each. */
 static void test_regions(void)
 {
@@ -712,6 +739,7 @@ int main(int argc, char **argv)
     in_child(test_growth_reads_and_frees);
     in_child(test_growth_clear);
     in_child(test_growth_fork);
+    in_child(test_spread_then_grown);
     test_capped();
     test_perf_map();
     test_basics();
