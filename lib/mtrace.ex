@@ -94,6 +94,7 @@ defmodule Mtrace do
           {:demangle, boolean()}
           | {:group, group()}
           | {:why, boolean()}
+          | {:gc, boolean()}
           | block_filter()
           | cluster_option()
   @type diff_option ::
@@ -558,6 +559,8 @@ defmodule Mtrace do
       `Mtrace.Path`, as `why/2` answers): the answer to "this site keeps growing but is not
       lost: who holds it?". One mark for all the sites, which stops the threads as `leaks/1`
       does. Default `false`.
+    * `:gc` - with `why: true`, every process garbage-collected first, as for `leaks/1`, so
+      that no chain runs through a term a process has dropped. Default `true`.
     * `:nodes` - ask these nodes over distribution (this one too, when listed): the answer is
       a map of each node to its result or to `{:error, reason}`, `reason` being
       `:not_preloaded`, `:no_mtrace` (mtrace is not loaded there), `:timeout`, `:noconnection`
@@ -600,7 +603,7 @@ defmodule Mtrace do
     {_now, rows} = Nif.sites_nif(Options.filter(opts), Options.no_limit()) |> preloaded!()
     ids = Enum.map(rows, &elem(&1, 0))
     stacks = Sites.stacks(ids, opts[:demangle])
-    whys = if opts[:why], do: whys(ids, opts[:demangle]), else: %{}
+    whys = if opts[:why], do: whys(ids, opts), else: %{}
     estimated = estimated()
 
     rows
@@ -621,7 +624,10 @@ defmodule Mtrace do
   end
 
   # By stack id, the chain that keeps the stack's oldest reachable block, from one mark.
-  defp whys(ids, demangle), do: ids |> Nif.whys_nif() |> paths_by_id(demangle)
+  defp whys(ids, opts) do
+    if opts[:gc], do: collect_all()
+    ids |> Nif.whys_nif() |> paths_by_id(opts[:demangle])
+  end
 
   # [{stack_id, chain | nil}] as a map of Mtrace.Path (or nil) by stack id.
   defp paths_by_id(pairs, demangle) do

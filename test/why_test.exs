@@ -223,26 +223,35 @@ defmodule Mtrace.WhyTest do
   test "a resource whose dead term waits for a collection: lost once every process is collected" do
     # dead_buffer/1: a process dropped the term of a resource whose destructor forgets its data;
     # the term lies dead on its heap, and keeps the resource, until that heap is collected. With
-    # gc: false the data is kept, through the resource, in every node; by default leaks/1 and
-    # why/2 collect every process first, and the data is lost: in one node of three (another
-    # stale word may keep it for a scan, see leaks_test).
+    # gc: false the data is kept, through the resource, in every node; by default leaks/1, why/2
+    # and top/2's why: true collect every process first, and the data is lost: in one node of
+    # three (another stale word may keep it for a scan, see leaks_test).
     found =
       Enum.find_value(1..3, fn _ ->
-        {kept, why_kept, lost, why_lost} =
+        {kept, why_kept, top_kept, lost, why_lost, top_lost} =
           in_node("""
           {_pid, masked} = Lost.dead_buffer(777)
           Process.sleep(1100)
           found? = fn opts ->
             Enum.any?(Mtrace.leaks([blocks: true] ++ opts), &(Bitwise.bxor(&1.address, m) == masked))
           end
+          top_why = fn opts ->
+            Mtrace.top(100, [why: true, function: "leaky_buffer", min_size: 777] ++ opts)
+            |> Enum.find(&(&1.bytes == 777 and &1.blocks == 1))
+            |> Map.fetch!(:why)
+          end
           kept = found?.(gc: false)
           why_kept = Mtrace.why(Bitwise.bxor(masked, m), gc: false)
-          {kept, why_kept && List.last(why_kept.links).size, found?.([]),
-           Mtrace.why(Bitwise.bxor(masked, m))}
+          top_kept = top_why.(gc: false)
+          # top/2 first: leaks/1 and why/2 would collect for it.
+          top_lost = top_why.([])
+          {kept, why_kept && List.last(why_kept.links).size,
+           top_kept && List.last(top_kept.links).size, found?.([]),
+           Mtrace.why(Bitwise.bxor(masked, m)), top_lost}
           """)
 
-        assert {kept, why_kept} == {false, 777}
-        lost and why_lost == nil
+        assert {kept, why_kept, top_kept} == {false, 777, 777}
+        lost and why_lost == nil and top_lost == nil
       end)
 
     assert found

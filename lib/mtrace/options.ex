@@ -25,7 +25,7 @@ defmodule Mtrace.Options do
     leaks:
       [demangle: true, blocks: false, why: false, gc: true] ++
         Keyword.put(@filters, :min_age, 1) ++ @cluster,
-    top: [demangle: true, group: :stack, why: false] ++ @filters ++ @cluster,
+    top: [demangle: true, group: :stack, why: false, gc: true] ++ @filters ++ @cluster,
     diff: [demangle: true, group: :stack] ++ Keyword.take(@filters, @by_stack) ++ @cluster,
     mark: @cluster,
     why: [demangle: true, gc: true],
