@@ -625,8 +625,9 @@ int mt_reach_needs_walk(int after_reset)
 /* Stops the world with glibc's arena locks free and its structures whole: a thread stopped
  * inside malloc may have left them half written, and is let go on for a moment (at most
  * WALK_TRIES times while an arena is locked or a free of an mmapped chunk is half done, about
- * 0.5 s in all; a tenth of that while a
- * structure does not validate, which a walk refused for good also costs). */
+ * 0.5 s in all; half as many, about 70 ms, while a structure does not validate, which a walk
+ * refused for good also costs: with a tenth, 5 tries 1 ms apart, a BEAM storm on two loaded
+ * cores still had leaks/1 refused once, in the Debian 13 image). */
 static int stop_and_walk(struct ctx *c, struct mt_world *world, struct mt_heap *heap, int walk)
 {
     for (int tries = 0;; tries++) {
@@ -640,7 +641,7 @@ static int stop_and_walk(struct ctx *c, struct mt_world *world, struct mt_heap *
         /* A thread stopped inside malloc may hold an arena's lock, or inside free between its
          * count of an mmapped chunk and its munmap (EAGAIN both), or have left a structure half
          * made outside a lock (an arena being linked into the ring): all pass. */
-        if (tries == (errno == EAGAIN ? WALK_TRIES : WALK_TRIES / 10)) {
+        if (tries == (errno == EAGAIN ? WALK_TRIES : WALK_TRIES / 2)) {
             c->r->heap_refused = heap->refused ? heap->refused : "glibc's arenas stayed locked";
             return 0;
         }
