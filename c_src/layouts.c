@@ -9,9 +9,10 @@
 #include "platform.h"
 #include "proc.h"
 
-size_t mt_layout_pointer_bytes(const uintptr_t *w, size_t len, uintptr_t at)
+size_t mt_layout_pointer_range(const uintptr_t *w, size_t len, uintptr_t at, size_t *first)
 {
     size_t o = ((at + MT_DLFO_ALIGN - 1) & ~(uintptr_t)(MT_DLFO_ALIGN - 1)) - at;
+    *first = 0;
     if (o + MT_DLFO_HEADER + MT_DLFO_ENTRY > len) return len;
     const uintptr_t *h = w + o / sizeof *w, *e = h + MT_DLFO_HEADER / sizeof *w;
     size_t size = h[2], allocated = h[3];
@@ -22,6 +23,7 @@ size_t mt_layout_pointer_bytes(const uintptr_t *w, size_t len, uintptr_t at)
     if (_dl_find_object((void *)e[0], &found) != 0 || (uintptr_t)found.dlfo_map_start != e[0] ||
         (uintptr_t)found.dlfo_map_end != e[1] || (uintptr_t)found.dlfo_link_map != e[2])
         return len;
+    *first = o;
     return o + MT_DLFO_HEADER + size * MT_DLFO_ENTRY;
 }
 

@@ -9,7 +9,7 @@
  * - mt_layout_jit_descriptor() looks a symbol up (dlsym: the loader's lock; may allocate on a
  * miss): call it before the threads stop. mt_layout_carrier() reads memory with
  *   process_vm_readv, for naming a root after the threads go on. The others only read the words
- *   they are given (and mt_layout_pointer_bytes() calls _dl_find_object, lock-free): safe with
+ *   they are given (and mt_layout_pointer_range() calls _dl_find_object, lock-free): safe with
  *   the threads stopped.
  * - No state; any thread.
  */
@@ -19,12 +19,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* How many of the len bytes of the block at `at` (w: a copy of them) can hold pointers: len, but
- * for a segment of the loader's _dl_find_object (platform.h), whose entries past those in use
- * were never written. A block is taken for one only when its header says so (to_free is the
- * block, size <= allocated, all within the block) and its first entry is a loaded object's
+/* Which of the len bytes of the block at `at` (w: a copy of them) can hold pointers: from *first
+ * to the offset returned. All of them, but in a segment of the loader's _dl_find_object
+ * (platform.h), which were never written: the bytes before its 128-byte boundary, and its
+ * entries past those in use. A block is taken for one only when its header says so (to_free is
+ * the block, size <= allocated, all within the block) and its first entry is a loaded object's
  * range, as _dl_find_object says. */
-size_t mt_layout_pointer_bytes(const uintptr_t *w, size_t len, uintptr_t at);
+size_t mt_layout_pointer_range(const uintptr_t *w, size_t len, uintptr_t at, size_t *first);
 
 /* An Erlang ProcBin of OTP 25 and 26, a reference to an off-heap binary in the VM's memory: a
  * thing word (arity 5, subtag REFC_BINARY), the binary's size, the next ProcBin, val (the

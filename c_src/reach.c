@@ -431,10 +431,10 @@ static void drain(struct ctx *c)
                 c->r->vm_free_bytes +=
                     mt_layout_carrier_free(local[j].iov_base, local[j].iov_len / sizeof(uintptr_t),
                                            (uintptr_t)remote[j].iov_base);
-            scan_words(c, local[j].iov_base,
-                       mt_layout_pointer_bytes(local[j].iov_base, local[j].iov_len,
-                                               (uintptr_t)remote[j].iov_base),
-                       (uintptr_t)remote[j].iov_base);
+            size_t first, end = mt_layout_pointer_range(local[j].iov_base, local[j].iov_len,
+                                                        (uintptr_t)remote[j].iov_base, &first);
+            scan_words(c, (const char *)local[j].iov_base + first, end - first,
+                       (uintptr_t)remote[j].iov_base + first);
             c->r->block_bytes += local[j].iov_len;
         }
         c->self = MT_SNAPSHOT_NONE;

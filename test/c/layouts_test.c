@@ -108,13 +108,17 @@ static void segments(void)
     e[0] = (uintptr_t)self.dlfo_map_start;
     e[1] = (uintptr_t)self.dlfo_map_end;
     e[2] = (uintptr_t)self.dlfo_link_map;
-    check(mt_layout_pointer_bytes(w, len, at) == o + MT_DLFO_HEADER + MT_DLFO_ENTRY,
+    size_t first;
+    check(mt_layout_pointer_range(w, len, at, &first) == o + MT_DLFO_HEADER + MT_DLFO_ENTRY,
           "a segment is read as far as its entries in use");
+    check(first == o, "from its 128-byte boundary: the bytes before it were never written");
     h[1] = at + 16;
-    check(mt_layout_pointer_bytes(w, len, at) == len, "one whose to_free is not the block: whole");
+    check(mt_layout_pointer_range(w, len, at, &first) == len && first == 0,
+          "one whose to_free is not the block: whole");
     h[1] = at;
     e[1]++;
-    check(mt_layout_pointer_bytes(w, len, at) == len, "one whose entry is no object's: whole");
+    check(mt_layout_pointer_range(w, len, at, &first) == len && first == 0,
+          "one whose entry is no object's: whole");
 }
 
 /* A carrier of the VM's as ERTS lays one out, in a mapping of its own: its header at a 256 KiB
