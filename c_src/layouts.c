@@ -65,6 +65,20 @@ int mt_layout_matchstate(const uintptr_t *w, size_t n)
            w[3] <= w[4];
 }
 
+/* ERL_ONHEAP_BIN_LIMIT */
+#define HEAPBIN_LIMIT 64
+
+unsigned mt_layout_heapbin(const uintptr_t *w, size_t n, size_t *last)
+{
+    if (n < 3 || (w[0] & 0x3F) != MT_HEAPBIN_SUBTAG || !w[1] || w[1] > HEAPBIN_LIMIT ||
+        !(w[1] % sizeof *w))
+        return 0;
+    size_t words = (w[1] + sizeof *w - 1) / sizeof *w;
+    if (w[0] >> 6 != 1 + words || 2 + words > n) return 0;
+    *last = 1 + words;
+    return (unsigned)(w[1] % sizeof *w);
+}
+
 uintptr_t mt_layout_jit_descriptor(void)
 {
     return (uintptr_t)dlsym(RTLD_DEFAULT, "__jit_debug_descriptor");

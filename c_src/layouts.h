@@ -70,6 +70,18 @@ int mt_layout_magic_live(const uintptr_t head[2]);
 #define MT_MATCHSTATE_WORDS 5
 int mt_layout_matchstate(const uintptr_t *w, size_t n);
 
+/* An Erlang heap binary of OTP 25 and 26 (ErlHeapBin): a thing word, (1 + its data's words) << 6
+ * | MT_HEAPBIN_SUBTAG, its size in bytes (1 to 64, ERL_ONHEAP_BIN_LIMIT), then its data. The VM
+ * writes the last data word only as far as the size: the bytes after it keep what the memory
+ * held, the high bytes of a stale pointer as often as not, which the data's last byte turns into
+ * an address inside the same block (bench/stale.exs: a module's literal "lib/supervisor.ex" kept
+ * a lost block). Returns how many of the last word's bytes are data (1 to 7), its index in
+ * *last; 0 when the n words at w are no heap binary or its last word is all data. OTP 27 counts
+ * the size in bits: read as bytes it agrees with the thing word only for 8 bits or fewer, where
+ * it keeps at least the data's one byte. */
+#define MT_HEAPBIN_SUBTAG 0x24
+unsigned mt_layout_heapbin(const uintptr_t *w, size_t n, size_t *last);
+
 /* The GDB JIT interface (GDB's manual, "JIT Compilation Interface"; the BEAM's JIT, LLVM and
  * LuaJIT register their code so): a global __jit_debug_descriptor {version, action, relevant
  * entry, first entry} heads a list of entries {next, previous, symfile address, symfile size}.

@@ -233,8 +233,21 @@ static int dead_mref(struct ctx *c, uintptr_t w)
 static void scan_words(struct ctx *c, const void *p, size_t len, uintptr_t at)
 {
     const uintptr_t *w = p;
+    size_t padded = SIZE_MAX; /* a heap binary's last word, read as far as its data */
+    uintptr_t data = 0;
     for (size_t k = 0, n = len / sizeof *w; k < n; k++) {
         uint32_t live;
+        size_t last;
+        unsigned bytes;
+        if (k == padded) {
+            consider(c, w[k] & data, at + k * sizeof *w);
+            continue;
+        }
+        if ((w[k] & 0x3F) == MT_HEAPBIN_SUBTAG &&
+            (bytes = mt_layout_heapbin(w + k, n - k, &last))) {
+            padded = k + last;
+            data = ((uintptr_t)1 << 8 * bytes) - 1;
+        }
         if (w[k] == at + (k + 4) * sizeof *w &&
             mt_layout_ioqueue(w + k, n - k, at + k * sizeof *w, &live)) {
             for (size_t j = 0; j < MT_IOQ_WORDS; j++)

@@ -272,10 +272,29 @@ static void free_blocks(void)
           "a carrier's size: a whole number of pages, 64 KiB and up");
 }
 
+/* A 17-byte heap binary: its last data word holds one byte of data. */
+static void heap_binaries(void)
+{
+    uintptr_t b[6] = {4 << 6 | MT_HEAPBIN_SUBTAG, 17, 1, 2, 0x7f0012345678, 0};
+    size_t last = 0;
+    check(mt_layout_heapbin(b, 6, &last) == 1 && last == 4,
+          "a heap binary's last word is read as far as its data: one byte of 17");
+    check(!mt_layout_heapbin(b, 4, &last), "one cut short is not taken");
+    b[1] = 16;
+    check(!mt_layout_heapbin(b, 6, &last), "one of 16 bytes, whose last word is all data, is not");
+    b[0] = 3 << 6 | MT_HEAPBIN_SUBTAG;
+    b[1] = 17;
+    check(!mt_layout_heapbin(b, 6, &last), "a thing word that disagrees with the size is not");
+    b[0] = 10 << 6 | MT_HEAPBIN_SUBTAG;
+    b[1] = 65;
+    check(!mt_layout_heapbin(b, 6, &last), "a size past 64 bytes is not");
+}
+
 int main(void)
 {
     procbins();
     matchstates();
+    heap_binaries();
     binaries();
     segments();
     carriers();

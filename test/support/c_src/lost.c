@@ -173,6 +173,40 @@ static ERL_NIF_TERM lose_in_vm_free(ErlNifEnv *env, int argc, const ERL_NIF_TERM
     return enif_make_uint64(env, v.masked);
 }
 
+/* lose_in_heap_binary(size): a block of size bytes whose address only the last word of an
+ * Erlang heap binary holds, in an anonymous mapping as the VM's carriers are: the binary's 17
+ * bytes of data end with the address's low byte, and the word's 7 bytes after them, which the VM
+ * never writes, hold the rest of it (layouts.h). Returns the address xor MASK. */
+#define HEAPBIN_WORDS 5
+static uintptr_t *heap_binaries;
+static unsigned heap_binaries_used;
+
+static void make_in_heap_binary(void *arg)
+{
+    struct in_vm *v = arg;
+    if (!heap_binaries) {
+        void *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        heap_binaries = m == MAP_FAILED ? NULL : m;
+    }
+    if (!heap_binaries || (heap_binaries_used + HEAPBIN_WORDS) * sizeof(uintptr_t) > 4096) return;
+    uintptr_t *b = heap_binaries + heap_binaries_used, p = (uintptr_t)masked_block(v->size);
+    heap_binaries_used += HEAPBIN_WORDS;
+    b[0] = (HEAPBIN_WORDS - 1) << 6 | 0x24; /* thing word: arity 4, HEAP_BINARY_SUBTAG */
+    b[1] = 17;
+    memcpy(&b[2], "lib/supervisor.e", 16);
+    b[4] = p;
+    v->masked = (uint64_t)p ^ MASK;
+}
+
+static ERL_NIF_TERM lose_in_heap_binary(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    struct in_vm v = {0, 0};
+    (void)argc;
+    if (!enif_get_uint(env, argv[0], &v.size)) return enif_make_badarg(env);
+    deep(make_in_heap_binary, &v, DEPTH);
+    return v.masked ? enif_make_uint64(env, v.masked) : enif_make_badarg(env);
+}
+
 extern void __libc_free(void *);
 
 /* free_behind(size): a block allocated through malloc and freed through glibc's own __libc_free,
@@ -693,6 +727,7 @@ static ErlNifFunc funcs[] = {
     {"lose_masked", 2, lose_masked, 0},
     {"lose_raw", 2, lose_raw, 0},
     {"lose_in_vm_free", 1, lose_in_vm_free, 0},
+    {"lose_in_heap_binary", 1, lose_in_heap_binary, 0},
     {"free_behind", 1, free_behind, 0},
     {"lose_binary", 1, lose_binary, 0},
     {"hold_word", 1, hold_word, 0},
