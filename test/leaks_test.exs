@@ -130,17 +130,31 @@ defmodule Mtrace.LeaksTest do
   end
 
   test "a block freed behind mtrace's back is found free in glibc's heap, and its record goes" do
-    {before, info, again, stats, listed} =
-      in_node("""
-      before = Mtrace.stats().missed_frees
-      address = Bitwise.bxor(Lost.free_behind(1_000_000), Lost.mask())
-      listed = fn -> Enum.any?(Mtrace.olds(1_000_000, false), &(elem(&1, 2) == address)) end
-      was = listed.()
-      {_, info} = Mtrace.leaks_info()
-      {_, again} = Mtrace.leaks_info()
-      {before, info, again, Mtrace.stats(), {was, listed.()}}
-      """)
+    # A walk that finds fewer mmapped chunks than glibc counts (mmapped_missing) cannot tell the
+    # freed one from a missing one, and keeps its record: a node where that happens (once in the
+    # Debian 13 image's suite) is tried again, up to three in all.
+    tries =
+      for _ <- 1..3, reduce: [] do
+        [{_, %{mmapped_missing: 0}, _, _, _} | _] = done ->
+          done
 
+        tried ->
+          [
+            in_node("""
+            before = Mtrace.stats().missed_frees
+            address = Bitwise.bxor(Lost.free_behind(1_000_000), Lost.mask())
+            listed = fn -> Enum.any?(Mtrace.olds(1_000_000, false), &(elem(&1, 2) == address)) end
+            was = listed.()
+            {_, info} = Mtrace.leaks_info()
+            {_, again} = Mtrace.leaks_info()
+            {before, info, again, Mtrace.stats(), {was, listed.()}}
+            """)
+            | tried
+          ]
+      end
+
+    [{before, info, again, stats, listed} | _] = tries
+    assert info.mmapped_missing == 0, inspect(tries)
     assert before == 0
     # the scans' info says whether glibc's heap was walked, and why not
     assert info.missed_frees >= 1 and again.missed_frees == 0, inspect({info, again})
