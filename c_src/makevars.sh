@@ -18,12 +18,11 @@ else
   unwind_libs=-lunwind
 fi
 
+# libdw's headers only: symbols_dwarf.c opens the library itself, at its first use.
 if pkg-config --exists libdw 2>/dev/null; then
   dw_cflags=$(pkg-config --cflags libdw)
-  dw_libs=$(pkg-config --libs libdw)
 else
   dw_cflags=
-  dw_libs="-ldw -lelf"
 fi
 
 cat <<MK
@@ -33,6 +32,5 @@ ERL_CFLAGS = -I$erl_include
 UNWIND_CFLAGS = $unwind_cflags
 UNWIND_LIBS = $unwind_libs
 DW_CFLAGS = $dw_cflags
-DW_LIBS = $dw_libs
 IBERTY_LIBS = -liberty
 MK
