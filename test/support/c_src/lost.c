@@ -164,13 +164,19 @@ static void make_in_vm(void *arg)
     v->masked = (uint64_t)(uintptr_t)p ^ MASK;
 }
 
-static ERL_NIF_TERM lose_in_vm_free(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+/* A block of argv[0] bytes made by make deep down the stack; its address xor MASK. */
+static ERL_NIF_TERM lose_by(ErlNifEnv *env, const ERL_NIF_TERM argv[], void (*make)(void *))
 {
     struct in_vm v = {0, 0};
-    (void)argc;
     if (!enif_get_uint(env, argv[0], &v.size)) return enif_make_badarg(env);
-    deep(make_in_vm, &v, DEPTH);
-    return enif_make_uint64(env, v.masked);
+    deep(make, &v, DEPTH);
+    return v.masked ? enif_make_uint64(env, v.masked) : enif_make_badarg(env);
+}
+
+static ERL_NIF_TERM lose_in_vm_free(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    return lose_by(env, argv, make_in_vm);
 }
 
 /* lose_in_heap_binary(size): a block of size bytes whose address only the last word of an
@@ -200,11 +206,8 @@ static void make_in_heap_binary(void *arg)
 
 static ERL_NIF_TERM lose_in_heap_binary(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
-    struct in_vm v = {0, 0};
     (void)argc;
-    if (!enif_get_uint(env, argv[0], &v.size)) return enif_make_badarg(env);
-    deep(make_in_heap_binary, &v, DEPTH);
-    return v.masked ? enif_make_uint64(env, v.masked) : enif_make_badarg(env);
+    return lose_by(env, argv, make_in_heap_binary);
 }
 
 extern void __libc_free(void *);
@@ -695,7 +698,7 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
         enif_open_resource_type(env, NULL, "buffer", buffer_dtor, ERL_NIF_RT_CREATE, NULL);
     leaky_type =
         enif_open_resource_type(env, NULL, "leaky_buffer", leaky_dtor, ERL_NIF_RT_CREATE, NULL);
-    return buffer_type ? 0 : 1;
+    return buffer_type && leaky_type ? 0 : 1;
 }
 
 /* report_leaks(path): the preloaded mtrace.so's report of the blocks lost now, written by
