@@ -15,6 +15,7 @@
 #include "account.h"
 #include "attach.h"
 #include "beam_frames.h"
+#include "beam_heaps.h"
 #include "config.h"
 #include "filter.h"
 #include "hooks.h"
@@ -513,6 +514,9 @@ static ERL_NIF_TERM leaks(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         {"block_bytes", enif_make_uint64(env, r.block_bytes)},
         {"unreadable_bytes", enif_make_uint64(env, r.unreadable_bytes)},
         {"vm_free_bytes", enif_make_uint64(env, r.vm_free_bytes)},
+        {"process_free_bytes", enif_make_uint64(env, r.process_free_bytes)},
+        {"processes", enif_make_uint64(env, r.processes)},
+        {"processes_read_whole", enif_make_uint64(env, r.processes_read_whole)},
         {"reachable_bytes", enif_make_uint64(env, kept_bytes)},
         {"reachable_blocks", enif_make_uint64(env, kept_blocks)},
         {"live_blocks", enif_make_uint64(env, r.snap.heap)},
@@ -975,6 +979,44 @@ static ERL_NIF_TERM reset(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     return enif_make_uint64(env, mt_table_clear());
 }
 
+/* heaps_learn(limit, [known, known]): teaches beam_heaps.h the VM's Process layout, from the
+ * caller (running this NIF on a normal scheduler) and two waiting processes, each known as {pid,
+ * heap_block, heap_used, recent, stack, old_block, old_used, :normal | :high} (process_info/2's
+ * words). :ok, or {:error, reason}. */
+static ERL_NIF_TERM heaps_learn(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    struct mt_beam_known known[2];
+    ErlNifUInt64 limit;
+    ErlNifPid self;
+    ERL_NIF_TERM list = argv[1], head;
+    (void)argc;
+    if (!enif_get_uint64(env, argv[0], &limit) || limit > UINT32_MAX || !enif_self(env, &self))
+        return enif_make_badarg(env);
+    for (size_t j = 0; j < 2; j++) {
+        const ERL_NIF_TERM *t;
+        int arity;
+        ErlNifPid pid;
+        ErlNifUInt64 v[6];
+        if (!enif_get_list_cell(env, list, &head, &list) ||
+            !enif_get_tuple(env, head, &arity, &t) || arity != 8 ||
+            !enif_get_local_pid(env, t[0], &pid))
+            return enif_make_badarg(env);
+        for (size_t i = 0; i < 6; i++)
+            if (!enif_get_uint64(env, t[1 + i], &v[i])) return enif_make_badarg(env);
+        unsigned prio = enif_is_identical(t[7], enif_make_atom(env, "normal")) ? MT_BEAM_PRIO_NORMAL
+                        : enif_is_identical(t[7], enif_make_atom(env, "high")) ? MT_BEAM_PRIO_HIGH
+                                                                               : 0;
+        if (!prio) return enif_make_badarg(env);
+        known[j] =
+            (struct mt_beam_known){(uint64_t)pid.pid, v[0], v[1], v[2], v[3], v[4], v[5], prio};
+    }
+    if (!enif_is_empty_list(env, list)) return enif_make_badarg(env);
+    const char *reason;
+    if (mt_beam_heaps_learn(limit, (uint64_t)self.pid, known, &reason) == 0) return atom_ok;
+    ERL_NIF_TERM pair[2] = {atom_error, make_string(env, reason)};
+    return enif_make_tuple_from_array(env, pair, 2);
+}
+
 static ERL_NIF_TERM attach_result(ErlNifEnv *env, enum mt_attach_error e)
 {
     if (e == MT_ATTACH_OK) return atom_ok;
@@ -1056,6 +1098,7 @@ static ErlNifFunc funcs[] = {
     {"detach_nif", 0, detach_nif, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"why_nif", 1, why, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"whys_nif", 1, whys, ERL_NIF_DIRTY_JOB_CPU_BOUND},
+    {"heaps_learn_nif", 2, heaps_learn, 0},
 };
 
 ERL_NIF_INIT(Elixir.Mtrace.Nif, funcs, load, NULL, upgrade, NULL)

@@ -16,6 +16,7 @@
 #pragma weak enif_get_atom
 #pragma weak enif_get_list_cell
 #pragma weak enif_get_list_length
+#pragma weak enif_get_local_pid
 #pragma weak enif_get_tuple
 #pragma weak enif_get_ulong
 #pragma weak enif_inspect_binary
@@ -32,5 +33,6 @@
 #pragma weak enif_make_tuple_from_array
 #pragma weak enif_make_ulong
 #pragma weak enif_raise_exception
+#pragma weak enif_self
 
 #endif

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "account.h"
+#include "beam_heaps.h"
 #include "config.h"
 #include "heap.h"
 #include "layouts.h"
@@ -62,7 +63,8 @@ struct ctx {
      * the root being read is one where the asker's own copies of it lie (see reach.h). */
     uintptr_t hide;
     int hiding;
-    uintptr_t jit; /* the GDB JIT interface's descriptor (layouts.h), 0 when none */
+    uintptr_t jit;            /* the GDB JIT interface's descriptor (layouts.h), 0 when none */
+    struct mt_beam_gaps gaps; /* the unused parts of the VM's process heaps (beam_heaps.h) */
 };
 
 #define HIDE_MASK ((uintptr_t)0x5a5a5a5a5a5a5a5aULL)
@@ -317,6 +319,7 @@ static void scan_range(struct ctx *c, uintptr_t lo, uintptr_t hi, uint64_t *byte
         size_t got = read_mem(c, lo, len, buf);
         if (carrier && got == carrier)
             c->r->vm_free_bytes += mt_layout_carrier_free((uintptr_t *)buf, got / sizeof head, lo);
+        c->r->process_free_bytes += mt_beam_gaps_clear(&c->gaps, buf, got, lo);
         scan_words(c, buf, got, lo);
         if (buf != c->buf) mt_mem_unmap(buf, carrier);
         *bytes += got;
@@ -444,6 +447,8 @@ static void drain(struct ctx *c)
                 c->r->vm_free_bytes +=
                     mt_layout_carrier_free(local[j].iov_base, local[j].iov_len / sizeof(uintptr_t),
                                            (uintptr_t)remote[j].iov_base);
+            c->r->process_free_bytes += mt_beam_gaps_clear(
+                &c->gaps, local[j].iov_base, local[j].iov_len, (uintptr_t)remote[j].iov_base);
             size_t first, end = mt_layout_pointer_range(local[j].iov_base, local[j].iov_len,
                                                         (uintptr_t)remote[j].iov_base, &first);
             scan_words(c, (const char *)local[j].iov_base + first, end - first,
@@ -748,6 +753,10 @@ static int run(struct mt_reach *r, int at_exit, int walk_heap, int paths, uintpt
         return -1;
     }
     if (take(&c, &heap) != 0) goto out;
+    if (mt_beam_heaps_gaps(&c.gaps) == 0) {
+        r->processes = c.gaps.processes;
+        r->processes_read_whole = c.gaps.left;
+    }
     size_t n = r->snap.n ? r->snap.n : 1, threads = world.n + 1;
     r->map_len = n + n * sizeof(size_t) + BUF + 64;
     if (paths) r->map_len += n * (sizeof *r->parent + sizeof *r->via) + threads * sizeof *r->thread;
@@ -788,6 +797,7 @@ static int run(struct mt_reach *r, int at_exit, int walk_heap, int paths, uintpt
 out:
     if (rc != 0) e = errno ? errno : ENOMEM;
     go_on(&c, &world);
+    mt_beam_heaps_drop(&c.gaps);
     mt_heap_drop(&heap);
     if (rc != 0) mt_reach_drop(r);
     mt_guard_release();

@@ -86,16 +86,19 @@ struct mt_reach_thread {
 
 struct mt_reach {
     struct mt_snapshot snap;
-    uint8_t *state;            /* by snapshot record */
-    size_t threads, stopped;   /* other threads, and those that stopped */
-    uint64_t pause_ns;         /* how long the other threads were stopped */
-    uint64_t root_bytes;       /* bytes of roots read */
-    uint64_t block_bytes;      /* bytes of marked blocks read */
-    uint64_t unreadable_bytes; /* bytes that could not be read */
-    uint64_t vm_free_bytes;    /* bytes of the VM's free blocks not read (layouts.h) */
-    int heap_walked;           /* glibc's heap was walked: every live block is in snap */
-    const char *heap_refused;  /* why it was not, when it was asked for */
-    size_t missed_frees;       /* records left out: glibc holds their blocks free */
+    uint8_t *state;              /* by snapshot record */
+    size_t threads, stopped;     /* other threads, and those that stopped */
+    uint64_t pause_ns;           /* how long the other threads were stopped */
+    uint64_t root_bytes;         /* bytes of roots read */
+    uint64_t block_bytes;        /* bytes of marked blocks read */
+    uint64_t unreadable_bytes;   /* bytes that could not be read */
+    uint64_t vm_free_bytes;      /* bytes of the VM's free blocks not read (layouts.h) */
+    uint64_t process_free_bytes; /* bytes of process heaps' unused parts not read (beam_heaps.h) */
+    size_t processes;            /* Erlang processes, when their layout is known */
+    size_t processes_read_whole; /* of them, those whose heaps were read whole (running) */
+    int heap_walked;             /* glibc's heap was walked: every live block is in snap */
+    const char *heap_refused;    /* why it was not, when it was asked for */
+    size_t missed_frees;         /* records left out: glibc holds their blocks free */
     struct mt_record missed[MT_REACH_MISSED]; /* the first of them, for mt_forget_missed() */
     size_t unrecorded;                        /* blocks known from the walk alone */
     size_t mmapped_missing; /* mmapped chunks glibc counts that the walk did not find */

@@ -269,7 +269,11 @@ defmodule Mtrace do
   `leaks/1`, with what the mark did: a map of `:threads` (other threads), `:threads_stopped`,
   `:pause_ns` (how long they were stopped), `:root_bytes` and `:block_bytes` (memory read),
   `:unreadable_bytes`, `:vm_free_bytes` (the bytes of free blocks in the VM's own carriers, not
-  read: stale words of what the VM freed), `:live_blocks`, `:reachable_blocks` and
+  read: stale words of what the VM freed), `:process_free_bytes` (the bytes of Erlang process
+  heaps between their heap top and their stack, and of old heaps above their top, not read: stale
+  words of earlier heaps), `:processes` and `:processes_read_whole` (the processes whose heaps
+  were read whole, as they were running; both 0 where the VM's process layout could not be
+  learnt), `:live_blocks`, `:reachable_blocks` and
   `:reachable_bytes`;
   `:heap_walked` (whether glibc's heap was walked) and `:heap_refused` (why not, or `nil`),
   `:unrecorded_blocks` (live blocks known from the walk alone), `:missed_frees` (records whose
@@ -297,7 +301,7 @@ defmodule Mtrace do
   end
 
   defp leaks_here(opts) do
-    if opts[:gc], do: collect_all()
+    prepare_mark(opts)
 
     {blocks, info, whys} =
       case Nif.leaks_nif(Options.filter(opts), opts[:why]) |> complete!() do
@@ -428,12 +432,19 @@ defmodule Mtrace do
 
   def why(address, opts) do
     opts = Options.validate!(:why, "Mtrace.why/2", opts)
-    if opts[:gc], do: collect_all()
+    prepare_mark(opts)
 
     case Nif.why_nif(address) |> complete!() do
       :not_a_block -> {:error, :not_a_block}
       path -> [path] |> paths(opts[:demangle]) |> hd()
     end
+  end
+
+  # Before a mark: the VM's process heaps learnt (their unused parts are not read), and with gc:
+  # every process collected.
+  defp prepare_mark(opts) do
+    Mtrace.BeamHeaps.learn()
+    if opts[:gc], do: collect_all()
   end
 
   # Every other process collected, each where it runs, at once; then the caller, by itself and
@@ -625,7 +636,7 @@ defmodule Mtrace do
 
   # By stack id, the chain that keeps the stack's oldest reachable block, from one mark.
   defp whys(ids, opts) do
-    if opts[:gc], do: collect_all()
+    prepare_mark(opts)
     ids |> Nif.whys_nif() |> paths_by_id(opts[:demangle])
   end
 

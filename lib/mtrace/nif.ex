@@ -95,4 +95,9 @@ defmodule Mtrace.Nif do
   # For each stack id, why_nif/1's chain for its oldest reachable block, or nil, from one mark.
   @spec whys_nif([non_neg_integer()]) :: [{non_neg_integer(), tuple() | nil}]
   def whys_nif(_stack_ids), do: :erlang.nif_error(:not_loaded)
+
+  # Teaches the mark the VM's Process layout (c_src/beam_heaps.h), from the caller and two waiting
+  # processes: {pid, heap_block, heap_used, recent, stack, old_block, old_used, :normal | :high}.
+  @spec heaps_learn_nif(pos_integer(), [tuple()]) :: :ok | {:error, String.t()}
+  def heaps_learn_nif(_limit, _known), do: :erlang.nif_error(:not_loaded)
 end

@@ -12,6 +12,40 @@ defmodule Mtrace.Test.Lost do
   def lose_list(_n), do: :erlang.nif_error(:not_loaded)
   def lose_in_vm_free(_size), do: :erlang.nif_error(:not_loaded)
   def lose_in_heap_binary(_size), do: :erlang.nif_error(:not_loaded)
+  def lose_in_heap(_size), do: :erlang.nif_error(:not_loaded)
+  def free_heap_holds(_masked), do: :erlang.nif_error(:not_loaded)
+
+  # A process whose heap holds, in its unused part between the heap top and the stack, the only
+  # word with a lost block's address: an 8-byte heap binary made high on its heap, dead at once,
+  # then two collections, the second of which gives it its first heap's block back (the heap's
+  # size is fixed, and the VM takes the lowest free block that fits). Returns {pid, address xor
+  # mask, the word's address (and the heap top and stack top) or false}; the process waits for
+  # :stop.
+  def lose_in_free_heap(size) do
+    parent = self()
+
+    pid =
+      :erlang.spawn_opt(
+        fn ->
+          garbage = Enum.to_list(1..3000)
+          masked = lose_in_heap(size)
+          true = length(garbage) == 3000
+          :erlang.garbage_collect()
+          :erlang.garbage_collect()
+          send(parent, {self(), masked, free_heap_holds(masked)})
+
+          receive do
+            :stop -> :ok
+          end
+        end,
+        min_heap_size: 10_000
+      )
+
+    receive do
+      {^pid, masked, held} -> {pid, masked, held}
+    end
+  end
+
   def keep_static(_n, _size), do: :erlang.nif_error(:not_loaded)
   def keep_tree(_depth), do: :erlang.nif_error(:not_loaded)
   def keep_tls(_size), do: :erlang.nif_error(:not_loaded)

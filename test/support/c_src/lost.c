@@ -179,6 +179,54 @@ static ERL_NIF_TERM lose_in_vm_free(ErlNifEnv *env, int argc, const ERL_NIF_TERM
     return lose_by(env, argv, make_in_vm);
 }
 
+/* lose_in_heap(size): a block of size bytes whose address only an 8-byte Erlang heap binary made
+ * here holds, on the calling process's heap; the binary is not returned, so it is dead at once.
+ * Made deep in the stack, as the others are. Returns the address xor MASK. */
+struct in_heap {
+    ErlNifEnv *env;
+    unsigned size;
+    uint64_t masked;
+};
+
+static void make_in_heap(void *arg)
+{
+    struct in_heap *v = arg;
+    ERL_NIF_TERM bin;
+    unsigned char *data = enif_make_new_binary(v->env, sizeof(uintptr_t), &bin);
+    uintptr_t p = (uintptr_t)masked_block(v->size);
+    memcpy(data, &p, sizeof p);
+    v->masked = (uint64_t)p ^ MASK;
+}
+
+static ERL_NIF_TERM lose_in_heap(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    struct in_heap v = {env, 0, 0};
+    (void)argc;
+    if (!enif_get_uint(env, argv[0], &v.size)) return enif_make_badarg(env);
+    deep(make_in_heap, &v, DEPTH);
+    return enif_make_uint64(env, v.masked);
+}
+
+/* free_heap_holds(masked): the first word of the calling process's heap between its top and its
+ * stack that equals the address, as {its address, heap top, stack top}, or false: the NIF's env
+ * starts its terms there ({mod_nif, proc, hp, hp_end,
+ * ...}: OTP's struct enif_environment_t, whose hp and hp_end are the heap top and stack top when
+ * the NIF is called). */
+static ERL_NIF_TERM free_heap_holds(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    ErlNifUInt64 masked;
+    (void)argc;
+    if (!enif_get_uint64(env, argv[0], &masked)) return enif_make_badarg(env);
+    const uintptr_t *const *e = (const uintptr_t *const *)env;
+    uintptr_t want = (uintptr_t)(masked ^ MASK);
+    for (const uintptr_t *w = e[2]; w < e[3]; w++)
+        if (*w == want)
+            return enif_make_tuple3(env, enif_make_uint64(env, (uintptr_t)w),
+                                    enif_make_uint64(env, (uintptr_t)e[2]),
+                                    enif_make_uint64(env, (uintptr_t)e[3]));
+    return enif_make_atom(env, "false");
+}
+
 /* lose_in_heap_binary(size): a block of size bytes whose address only the last word of an
  * Erlang heap binary holds, in an anonymous mapping as the VM's carriers are: the binary's 17
  * bytes of data end with the address's low byte, and the word's 7 bytes after them, which the VM
@@ -731,6 +779,8 @@ static ErlNifFunc funcs[] = {
     {"lose_raw", 2, lose_raw, 0},
     {"lose_in_vm_free", 1, lose_in_vm_free, 0},
     {"lose_in_heap_binary", 1, lose_in_heap_binary, 0},
+    {"lose_in_heap", 1, lose_in_heap, 0},
+    {"free_heap_holds", 1, free_heap_holds, 0},
     {"free_behind", 1, free_behind, 0},
     {"lose_binary", 1, lose_binary, 0},
     {"hold_word", 1, hold_word, 0},

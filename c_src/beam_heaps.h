@@ -1,0 +1,75 @@
+/* beam_heaps.h: the unused part of each Erlang process's heaps, which the mark does not read.
+ *
+ * A process's heap is one block of the VM's eheap_alloc: its terms grow up from the block's start
+ * to the heap top, its stack down from the block's end to the stack top. Between the two lies
+ * memory the process has not written since the block was handed to it, holding what an earlier
+ * heap there held: dead terms, among them a bignum's or a binary's raw words and ProcBins of
+ * binaries freed since (bench/stale.exs found lost blocks kept by both). The old generation's
+ * heap has such a part too, above its own top. None of it is a term the VM will read; as roots,
+ * its words keep lost blocks.
+ *
+ * The VM's Process struct has no published layout, and it differs between releases. It is
+ * learnt once, by agreement, from three processes of which the VM says the numbers
+ * (process_info/2: garbage_collection_info's heap_block_size, heap_size, recent_size,
+ * stack_size, old_heap_block_size and old_heap_size): the caller, running a NIF, and two
+ * processes waiting in receive, of normal and of high priority, one at least with an old heap.
+ * Each field is the one offset at which all of them agree: heap start, heap end, abandoned heap
+ * (NULL) and heap size in words; heap top and stack top; the high-water mark and the old heap's
+ * end, top and start; the 32-bit state (its active and user priority fields, and the running
+ * flag in the caller only: OTP 25 to 27's ERTS_PSFLG_* bits). The process table is erts_proc
+ * (exported by beam.smp), its entries and size found by the process limit. A layout that does
+ * not agree so is not learnt, and nothing is left out.
+ *
+ * Contract
+ * - mt_beam_heaps_learn(): from a NIF on a normal scheduler, the threads going: dlsym and
+ *   process_vm_readv; no malloc. Returns 0 once a layout is learnt (at once when it was
+ *   before), else -1 with *why set to a static reason. Any thread; one at a time (a mutex).
+ * - mt_beam_heaps_gaps(): with the other threads stopped; mmap (mem.h) and process_vm_readv
+ *   only: no malloc, no lock. Each process that is not running, on a scheduler or a dirty one,
+ *   its own code or a system task (its heap top and stack top may then be in a register, newer
+ *   than its struct), nor exiting, free or in a delayed collection, and whose pointers agree
+ *   (start <= top <= stack top <= end, end - start its size), gives its gaps [heap top, stack
+ *   top) and [old top, old end). Returns 0 (g->n == 0 when no layout was learnt), or -1 when
+ *   memory for the list cannot be mapped (then no gap is left out).
+ * - mt_beam_gaps_clear(): zeroes the bytes of the copy buf, of [at, at + len), that lie in a gap;
+ *   returns how many. Pure.
+ */
+#ifndef MTRACE_BEAM_HEAPS_H
+#define MTRACE_BEAM_HEAPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* A waiting process as process_info/2 describes it (sizes in words), and its priority field:
+ * MT_BEAM_PRIO_NORMAL or MT_BEAM_PRIO_HIGH. */
+struct mt_beam_known {
+    uint64_t pid; /* its term */
+    uint64_t heap_block, heap_used, recent, stack, old_block, old_used;
+    unsigned prio;
+};
+/* Its state's active and user priority fields (2 bits each): PRIORITY_NORMAL or PRIORITY_HIGH.
+ * The third, the run queue's, keeps the priority it was last queued at. */
+#define MT_BEAM_PRIO_NORMAL 0xAu
+#define MT_BEAM_PRIO_HIGH 0x5u
+
+int mt_beam_heaps_learn(uint64_t limit, uint64_t self, const struct mt_beam_known known[2],
+                        const char **why);
+
+struct mt_beam_gap {
+    uintptr_t lo, hi;
+};
+
+struct mt_beam_gaps {
+    struct mt_beam_gap *gap; /* sorted by address, disjoint */
+    size_t n, cap;
+    size_t processes; /* processes in the table */
+    size_t left;      /* of them, those whose heaps are read whole (running, or not agreeing) */
+    void *map;
+    size_t map_len;
+};
+
+int mt_beam_heaps_gaps(struct mt_beam_gaps *g);
+void mt_beam_heaps_drop(struct mt_beam_gaps *g);
+size_t mt_beam_gaps_clear(const struct mt_beam_gaps *g, void *buf, size_t len, uintptr_t at);
+
+#endif
