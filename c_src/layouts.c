@@ -68,6 +68,32 @@ int mt_layout_matchstate(const uintptr_t *w, size_t n)
 /* ERL_ONHEAP_BIN_LIMIT */
 #define HEAPBIN_LIMIT 64
 
+static int printable(unsigned char b)
+{
+    return (b >= 0x20 && b < 0x7F) || b == '\t' || b == '\n' || b == '\r';
+}
+
+uintptr_t mt_layout_text_end(const uintptr_t *w, size_t k)
+{
+    unsigned char prev[sizeof *w], cur[sizeof *w];
+    if (!k || !MT_LAYOUT_TEXT_LAST(w[k - 1])) return UINTPTR_MAX;
+    memcpy(prev, &w[k - 1], sizeof prev);
+    memcpy(cur, &w[k], sizeof cur);
+    unsigned text = 0;
+    for (size_t i = 0; i < sizeof prev; i++) {
+        if (printable(prev[i]))
+            text++;
+        else if (prev[i])
+            return UINTPTR_MAX;
+    }
+    if (text < 4) return UINTPTR_MAX;
+    size_t j = 0;
+    while (j < sizeof cur && printable(cur[j]))
+        j++;
+    if (j == sizeof cur || cur[j]) return UINTPTR_MAX;
+    return j ? ((uintptr_t)1 << 8 * j) - 1 : 0;
+}
+
 unsigned mt_layout_heapbin(const uintptr_t *w, size_t n, size_t *last)
 {
     if (n < 3 || (w[0] & 0x3F) != MT_HEAPBIN_SUBTAG || !w[1] || w[1] > HEAPBIN_LIMIT ||

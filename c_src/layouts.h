@@ -82,6 +82,22 @@ int mt_layout_matchstate(const uintptr_t *w, size_t n);
 #define MT_HEAPBIN_SUBTAG 0x24
 unsigned mt_layout_heapbin(const uintptr_t *w, size_t n, size_t *last);
 
+/* The end of a C string in a block without a record (one made before recording began: the
+ * loader's library names, libc's time zone strings). Such a block is read to its usable size,
+ * and a string allocated to its length leaves the bytes after its NUL as malloc handed them out:
+ * with the NUL's word they make an address as often as the string's last bytes are an address's
+ * low ones (a loader's "/lib/x86_64-linux-gnu/liblzma.so.5" ended so in a lost block; libc's
+ * "UTC\0UTC0" was followed by an old pointer whose low byte was the NUL). Word k is such an end
+ * when word k - 1 is text (printable bytes and NULs, at least 4 printable, the last 0x20 to 0x7E:
+ * the string runs on into word k) and word k's bytes are printable up to a NUL. Returns the mask
+ * of word k's bytes before that NUL (0 when the NUL is its first byte); UINTPTR_MAX when word k
+ * is no such end (or k is 0). A pointer is a whole aligned word, so a word that holds any of a
+ * string's bytes holds no pointer. */
+uintptr_t mt_layout_text_end(const uintptr_t *w, size_t k);
+/* Whether a word can be the text before such an end: its last byte is 0x20 to 0x7E (most words
+ * are not, and are passed over at this one test). */
+#define MT_LAYOUT_TEXT_LAST(word) ((uint8_t)((word) >> 56) - 0x20u < 0x5Fu)
+
 /* The GDB JIT interface (GDB's manual, "JIT Compilation Interface"; the BEAM's JIT, LLVM and
  * LuaJIT register their code so): a global __jit_debug_descriptor {version, action, relevant
  * entry, first entry} heads a list of entries {next, previous, symfile address, symfile size}.

@@ -236,13 +236,20 @@ static void scan_words(struct ctx *c, const void *p, size_t len, uintptr_t at)
 {
     const uintptr_t *w = p;
     size_t padded = SIZE_MAX; /* a heap binary's last word, read as far as its data */
-    uintptr_t data = 0;
+    uintptr_t data = 0, text;
+    /* a block without a record is read to its usable size: its strings' ends are told */
+    int untold = c->self != MT_SNAPSHOT_NONE && c->s->rec[c->self].stack == MT_SNAPSHOT_UNRECORDED;
     for (size_t k = 0, n = len / sizeof *w; k < n; k++) {
         uint32_t live;
         size_t last;
         unsigned bytes;
         if (k == padded) {
             consider(c, w[k] & data, at + k * sizeof *w);
+            continue;
+        }
+        if (untold && k && MT_LAYOUT_TEXT_LAST(w[k - 1]) &&
+            (text = mt_layout_text_end(w, k)) != UINTPTR_MAX) {
+            consider(c, w[k] & text, at + k * sizeof *w);
             continue;
         }
         if ((w[k] & 0x3F) == MT_HEAPBIN_SUBTAG &&

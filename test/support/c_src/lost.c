@@ -207,6 +207,35 @@ static ERL_NIF_TERM lose_in_heap(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
     return enif_make_uint64(env, v.masked);
 }
 
+/* lose_in_text_tail(size): a block of size bytes (512 or more) whose address only the bytes
+ * after a C string's NUL hold, in a block that has no record (glibc's own malloc, as libc's and
+ * the loader's blocks made before an attach have none), which a static keeps: {0, "UTC\0UTC0",
+ * then the string's NUL as the low byte of the first address in the lost block whose low byte is
+ * 0}, as libc's time zone strings were found to end. Returns the address xor MASK. */
+extern void *__libc_malloc(size_t);
+#define TEXT_TAILS 16
+static uintptr_t *text_tails[TEXT_TAILS];
+static unsigned text_tails_used;
+
+static void make_in_text_tail(void *arg)
+{
+    struct in_vm *v = arg;
+    if (text_tails_used == TEXT_TAILS || v->size < 512) return;
+    uintptr_t *t = __libc_malloc(3 * sizeof *t), p = (uintptr_t)masked_block(v->size);
+    if (!t) return;
+    t[0] = 0;
+    memcpy(&t[1], "UTC\0UTC0", sizeof t[1]);
+    t[2] = (p + 255) & ~(uintptr_t)255;
+    text_tails[text_tails_used++] = t;
+    v->masked = (uint64_t)p ^ MASK;
+}
+
+static ERL_NIF_TERM lose_in_text_tail(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    return lose_by(env, argv, make_in_text_tail);
+}
+
 /* free_heap_holds(masked): the first word of the calling process's heap between its top and its
  * stack that equals the address, as {its address, heap top, stack top}, or false: the NIF's env
  * starts its terms there ({mod_nif, proc, hp, hp_end,
@@ -781,6 +810,7 @@ static ErlNifFunc funcs[] = {
     {"lose_in_heap_binary", 1, lose_in_heap_binary, 0},
     {"lose_in_heap", 1, lose_in_heap, 0},
     {"free_heap_holds", 1, free_heap_holds, 0},
+    {"lose_in_text_tail", 1, lose_in_text_tail, 0},
     {"free_behind", 1, free_behind, 0},
     {"lose_binary", 1, lose_binary, 0},
     {"hold_word", 1, hold_word, 0},
