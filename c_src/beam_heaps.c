@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -47,6 +48,8 @@ static struct {
     int learnt;
 } shape;
 static pthread_mutex_t learning = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t asker_pid;
+static pid_t asker_tid;
 
 /* The table's pointer in erts_proc: the one cache line of its first TABLE_BYTES whose 32-bit word
  * at 16 is the process limit, after two pointers (the table, its free list). */
@@ -231,9 +234,10 @@ static int take(struct mt_beam_gaps *g, const uintptr_t *w)
     uintptr_t heap = w[shape.heap], hend = w[shape.heap + 1], size = w[shape.heap + 3];
     uintptr_t top = w[shape.top], stop = w[shape.top + 1];
     uintptr_t oend = w[shape.old + 1], otop = w[shape.old + 2], old = w[shape.old + 3];
-    if ((state & PS_LEAVE) || w[shape.heap + 2] || !heap || hend <= heap ||
-        hend - heap != size * WORD || top < heap || stop < top || hend < stop ||
-        (old && (otop < old || oend < otop))) {
+    uint32_t leave = state & PS_LEAVE;
+    if (g->asker && w[0] == g->asker) leave &= ~PS_DIRTY_RUNNING;
+    if (leave || w[shape.heap + 2] || !heap || hend <= heap || hend - heap != size * WORD ||
+        top < heap || stop < top || hend < stop || (old && (otop < old || oend < otop))) {
         g->left++;
         return 0;
     }
@@ -279,6 +283,9 @@ int mt_beam_heaps_gaps(struct mt_beam_gaps *g)
     if (!__atomic_load_n(&shape.learnt, __ATOMIC_ACQUIRE) ||
         mt_proc_read(shape.table, head, sizeof head) != 0)
         return 0;
+    pid_t me = (pid_t)syscall(SYS_gettid);
+    if (__atomic_load_n(&asker_tid, __ATOMIC_ACQUIRE) == me)
+        g->asker = __atomic_load_n(&asker_pid, __ATOMIC_RELAXED);
     uint32_t max;
     memcpy(&max, &head[2], sizeof max);
     size_t scratch = CHUNK * WORD + BATCH * shape.span;
@@ -302,6 +309,17 @@ int mt_beam_heaps_gaps(struct mt_beam_gaps *g)
     }
     sort_gaps(g->gap, g->gap + g->cap, g->n);
     return 0;
+}
+
+void mt_beam_heaps_asker(uint64_t pid)
+{
+    pid_t me = (pid_t)syscall(SYS_gettid);
+    if (pid) {
+        __atomic_store_n(&asker_pid, pid, __ATOMIC_RELAXED);
+        __atomic_store_n(&asker_tid, me, __ATOMIC_RELEASE);
+    } else {
+        __atomic_compare_exchange_n(&asker_tid, &me, 0, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+    }
 }
 
 void mt_beam_heaps_drop(struct mt_beam_gaps *g)

@@ -64,11 +64,18 @@ struct mt_beam_gaps {
     size_t n, cap;
     size_t processes; /* processes in the table */
     size_t left;      /* of them, those whose heaps are read whole (running, or not agreeing) */
+    uint64_t asker;   /* the pid of mt_beam_heaps_asker() on the marking thread, or 0 */
     void *map;
     size_t map_len;
 };
 
 int mt_beam_heaps_gaps(struct mt_beam_gaps *g);
+
+/* The process whose NIF marks on the calling thread: its heaps' gaps are taken though it runs (on
+ * a dirty scheduler), since a NIF's env makes terms from the struct's heap top only after the mark.
+ * A NIF calls mt_beam_heaps_asker(its pid) before the mark and mt_beam_heaps_asker(0) after; a
+ * mark on another thread does not take it. Any thread; atomic stores, no lock. */
+void mt_beam_heaps_asker(uint64_t pid);
 void mt_beam_heaps_drop(struct mt_beam_gaps *g);
 size_t mt_beam_gaps_clear(const struct mt_beam_gaps *g, void *buf, size_t len, uintptr_t at);
 

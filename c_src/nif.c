@@ -450,6 +450,13 @@ static ERL_NIF_TERM lost_whys(ErlNifEnv *env, const struct mt_reach *r, struct m
     return result;
 }
 
+/* The calling process, whose heap the mark may leave out while this NIF runs (beam_heaps.h). */
+static void asker(ErlNifEnv *env)
+{
+    ErlNifPid self;
+    if (enif_self(env, &self)) mt_beam_heaps_asker((uint64_t)self.pid);
+}
+
 /* leaks(filter, why) -> {[{address, size, age_ns, stack_id, direct, scans}], info}, and with why
  * a third element, lost_whys(); a block without a record has nil for its stack id and scans, and
  * what describe() says of it for its age. */
@@ -462,7 +469,10 @@ static ERL_NIF_TERM leaks(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         return enif_make_badarg(env);
     mt_guard_hold();
     struct mt_reach r;
-    if ((paths ? mt_reach_run_paths(&r, 0, 1) : mt_reach_run(&r, 0, 1)) != 0) {
+    asker(env);
+    int marked = paths ? mt_reach_run_paths(&r, 0, 1) : mt_reach_run(&r, 0, 1);
+    mt_beam_heaps_asker(0);
+    if (marked != 0) {
         mt_guard_release();
         mt_filter_drop(&f);
         return enif_raise_exception(env, atom_enomem);
@@ -630,7 +640,10 @@ static ERL_NIF_TERM why(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     *(volatile ErlNifUInt64 *)&addr = 0;
     mt_guard_hold();
     struct mt_reach r;
-    if (mt_reach_paths(&r, masked) != 0) {
+    asker(env);
+    int marked = mt_reach_paths(&r, masked);
+    mt_beam_heaps_asker(0);
+    if (marked != 0) {
         mt_guard_release();
         return enif_raise_exception(env, atom_enomem);
     }
@@ -670,7 +683,10 @@ static ERL_NIF_TERM whys(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     size_t *oldest = enif_alloc(span * sizeof *oldest);
     mt_guard_hold();
     struct mt_reach r;
-    if (!oldest || mt_reach_paths(&r, 0) != 0) {
+    asker(env);
+    int marked = oldest ? mt_reach_paths(&r, 0) : -1;
+    mt_beam_heaps_asker(0);
+    if (marked != 0) {
         mt_guard_release();
         enif_free(ids);
         enif_free(oldest);

@@ -19,10 +19,10 @@ defmodule Mtrace.Test.Lost do
   # A process whose heap holds, in its unused part between the heap top and the stack, the only
   # word with a lost block's address: an 8-byte heap binary made high on its heap, dead at once,
   # then two collections, the second of which gives it its first heap's block back (the heap's
-  # size is fixed, and the VM takes the lowest free block that fits). Returns {pid, address xor
-  # mask, the word's address (and the heap top and stack top) or false}; the process waits for
-  # :stop.
-  def lose_in_free_heap(size) do
+  # size is fixed, and the VM takes the lowest free block that fits). Then it calls
+  # then.(masked) (by default it does nothing) and waits for :stop. Returns {pid, address xor
+  # mask, the word's address (and the heap top and stack top) or false, what then returned}.
+  def lose_in_free_heap(size, then \\ fn _ -> nil end) do
     parent = self()
 
     pid =
@@ -33,7 +33,8 @@ defmodule Mtrace.Test.Lost do
           true = length(garbage) == 3000
           :erlang.garbage_collect()
           :erlang.garbage_collect()
-          send(parent, {self(), masked, free_heap_holds(masked)})
+          held = free_heap_holds(masked)
+          send(parent, {self(), masked, held, then.(masked)})
 
           receive do
             :stop -> :ok
@@ -43,7 +44,7 @@ defmodule Mtrace.Test.Lost do
       )
 
     receive do
-      {^pid, masked, held} -> {pid, masked, held}
+      {^pid, masked, held, result} -> {pid, masked, held, result}
     end
   end
 
