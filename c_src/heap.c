@@ -192,6 +192,16 @@ static const char *find_main(struct walk *w)
     return NULL;
 }
 
+/* A heap about to be walked, [lo, hi): its pages hold no mmapped chunk (find_mmapped). */
+static void add_heap(struct walk *w, uintptr_t lo, uintptr_t hi)
+{
+    w->h->heaps++;
+    if (w->nheaps < MAX_HEAPS) {
+        w->heap_lo[w->nheaps] = lo;
+        w->heap_hi[w->nheaps++] = hi;
+    }
+}
+
 static void add_free(struct walk *w, uintptr_t c, size_t size)
 {
     if (w->nfr < w->cap) w->fr[w->nfr++] = (struct mt_heap_chunk){c, size};
@@ -203,11 +213,6 @@ static void add_free(struct walk *w, uintptr_t c, size_t size)
  * mapped and readable. */
 static void walk_range(struct walk *w, uintptr_t first, uintptr_t end, uintptr_t top, int main)
 {
-    w->h->heaps++;
-    if (w->nheaps < MAX_HEAPS) {
-        w->heap_lo[w->nheaps] = first;
-        w->heap_hi[w->nheaps++] = end;
-    }
     for (uintptr_t c = first; c < end;) {
         uintptr_t head = word(c + 8), size = head & ~(uintptr_t)MT_CHUNK_FLAGS;
         if (c == top) {
@@ -259,6 +264,7 @@ static const char *walk_thread_arena(struct walk *w)
         int has_top = top >= hh && top < hh + info[2];
         uintptr_t end = has_top ? top + (word(top + 8) & ~(uintptr_t)MT_CHUNK_FLAGS) : hh + info[2];
         if (has_top && end > hh + info[2]) return "a thread arena's top chunk overruns its heap";
+        add_heap(w, hh, hh + info[2]);
         walk_range(w, first, end, has_top ? top : 0, 0);
         hh = info[1];
     }
@@ -362,10 +368,19 @@ failed:
     if (good > 1) w->h->bad++; /* two entries with one key: a tcache, not a block's words */
 }
 
-static int in_walked_heap(const struct walk *w, uintptr_t lo, uintptr_t hi)
+/* Where the pages from p on stop being outside every walked heap: *end is the start of the
+ * first heap past p (or hi); returns the page after the heap that holds p, or 0 when none does.
+ * glibc 2.41 maps a thread's heap so that the kernel merges its writable part with an anonymous
+ * mapping beside it, an mmapped chunk's too: one mapping then holds both. */
+static uintptr_t past_heap(const struct walk *w, uintptr_t p, uintptr_t hi, uintptr_t *end)
 {
-    for (size_t i = 0; i < w->nheaps; i++)
-        if (lo < w->heap_hi[i] && hi > w->heap_lo[i]) return 1;
+    *end = hi;
+    for (size_t i = 0; i < w->nheaps; i++) {
+        uintptr_t lo = w->heap_lo[i] & ~(uintptr_t)(MT_PAGE - 1);
+        uintptr_t up = (w->heap_hi[i] + MT_PAGE - 1) & ~(uintptr_t)(MT_PAGE - 1);
+        if (p >= lo && p < up) return up;
+        if (lo > p && lo < *end) *end = lo;
+    }
     return 0;
 }
 
@@ -410,11 +425,14 @@ static void find_mmapped(struct walk *w)
     struct mt_mapping m;
     unsigned char vec[4096];
     for (size_t at = 0; mt_maps_next(w->maps, &at, &m);) {
-        if (!m.readable || !m.writable || m.path_len || in_walked_heap(w, m.lo, m.hi) ||
-            own(m.lo, m.hi) || a_stack(w, &m))
-            continue;
-        for (uintptr_t p = m.lo; p < m.hi;) {
-            size_t pages = (m.hi - p) / MT_PAGE;
+        if (!m.readable || !m.writable || m.path_len || own(m.lo, m.hi) || a_stack(w, &m)) continue;
+        for (uintptr_t p = m.lo, end; p < m.hi;) {
+            uintptr_t past = past_heap(w, p, m.hi, &end);
+            if (past) {
+                p = past;
+                continue;
+            }
+            size_t pages = (end - p) / MT_PAGE;
             if (pages > sizeof vec) pages = sizeof vec;
             if (mincore((void *)p, pages * MT_PAGE, vec) != 0) break;
             size_t i = 0;
@@ -423,7 +441,7 @@ static void find_mmapped(struct walk *w)
                 if (!(vec[i] & 1) || word(page) != 0) continue;
                 uintptr_t head = word(page + 8), size = head & ~(uintptr_t)MT_CHUNK_FLAGS;
                 if ((head & MT_CHUNK_FLAGS) != MT_CHUNK_MMAPPED || !size || size % MT_PAGE ||
-                    size > m.hi - page || own(page, page + MT_CHUNK_HDR))
+                    size > end - page || own(page, page + MT_CHUNK_HDR))
                     continue;
                 if (w->nused < w->cap)
                     w->used[w->nused++] = (struct mt_heap_chunk){page | MT_CHUNK_MMAPPED, size};
@@ -559,6 +577,7 @@ int mt_heap_walk(struct mt_heap *h, const struct mt_maps *maps, const struct mt_
                 why = "the main arena's heap is not mapped";
                 goto refused;
             }
+            add_heap(w, w->sbrk_base, end);
             walk_range(w, w->sbrk_base, end, top, 1);
         } else if ((why = walk_thread_arena(w))) {
             goto refused;

@@ -12,11 +12,12 @@
  * lists lead, by safe-linked pointers, to chunks of their bin's size that all carry one nonzero
  * key, the process's tcache key, and end by their counts). mmapped chunks are found in
  * anonymous mappings (not mtrace's own, not a thread's stack: their words can look like a
- * chunk's header), and may not exceed glibc's own count and bytes of them (but for one
+ * chunk's header), outside the heaps walked (glibc 2.41 maps a thread arena's heap so that the
+ * kernel merges it with an anonymous mapping made just below it: one mapping then holds an
+ * mmapped chunk and a heap), and may not exceed glibc's own count and bytes of them (but for one
  * candidate whose size is exactly the excess, and no other's: it is not glibc's chunk now, and is
- * left out); fewer found (seen in a busy node of OTP 27: 24 of 27) leaves h->mmapped_missing
- * set, and the blocks in them unknown: a reader keeps the records it cannot place rather than
- * call them freed.
+ * left out); fewer found leaves h->mmapped_missing set, and the blocks in them unknown: a reader
+ * keeps the records it cannot place rather than call them freed.
  *
  * Nothing is guessed: a structure that does not validate is refused (h->refused says what, and
  * nothing is returned), a chunk or list that fails inside an otherwise valid heap is counted in

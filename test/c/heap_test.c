@@ -225,6 +225,40 @@ static void single_thread_places(void)
     compare("after malloc_trim");
 }
 
+/* An mmapped chunk in one mapping with a thread arena's heap: glibc 2.41 maps a heap so that the
+ * kernel merges its writable part with an anonymous mapping made just below it later. An mmapped
+ * chunk is made so: a new mapping there, below the first of the threads' heaps that has room
+ * below it (a heap often ends where the next one starts), takes a copy of a chunk that glibc
+ * mapped elsewhere, which is then unmapped (glibc counts its mmapped chunks, not their places).
+ * Run while the threads of threads() wait, their arenas in use. */
+static void merged_with_a_heap(void)
+{
+    char *p = malloc(1 << 20);
+    size_t len =
+        malloc_usable_size(p) + MT_CHUNK_HDR; /* the mapping: mmapped chunks have no footer */
+    void *below = MAP_FAILED;
+    for (size_t i = 0; i < nlive && below == MAP_FAILED; i++) {
+        if (!(((size_t *)live[i])[-1] & 4)) continue; /* not in a thread arena */
+        uintptr_t heap = (uintptr_t)live[i] & ~(uintptr_t)(MT_HEAP_MAX - 1);
+        void *at = (void *)(heap - len);
+        below = mmap(at, len, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+        if (below != at && below != MAP_FAILED) munmap(below, len);
+        if (below != at) below = MAP_FAILED;
+    }
+    check(below != MAP_FAILED, "a mapping made just below a thread arena's heap");
+    if (below == MAP_FAILED) {
+        drop(p);
+        return;
+    }
+    memcpy(below, p - MT_CHUNK_HDR, len);
+    forget(p);
+    munmap(p - MT_CHUNK_HDR, len);
+    char *q = keep((char *)below + MT_CHUNK_HDR);
+    compare("an mmapped chunk in one mapping with a thread arena's heap");
+    drop(q);
+}
+
 static pthread_barrier_t ready, done;
 
 static void *thread(void *arg)
@@ -255,6 +289,7 @@ static void threads(void)
         pthread_create(&t[i], NULL, thread, (void *)(uintptr_t)(i + 1));
     pthread_barrier_wait(&ready);
     compare("16 threads, waiting");
+    merged_with_a_heap();
     pthread_barrier_wait(&done);
     for (int i = 0; i < N; i++)
         pthread_join(t[i], NULL);
