@@ -105,6 +105,17 @@ unsigned mt_layout_heapbin(const uintptr_t *w, size_t n, size_t *last)
     return (unsigned)(w[1] % sizeof *w);
 }
 
+int mt_layout_fun(const uintptr_t *w, size_t n)
+{
+    if (n <= MT_FUN_PADDED + 1 || w[0] != MT_FUN_HEADER || !w[1] || w[1] % sizeof *w ||
+        w[2] % sizeof *w)
+        return 0;
+    uintptr_t creator = w[MT_FUN_PADDED + 1];
+    return (creator & 0xF) == 0x3 ||  /* a local pid */
+           (creator & 0x3F) == 0xB || /* an atom */
+           (creator & 0x3) == 0x2;    /* a box: a remote pid */
+}
+
 uintptr_t mt_layout_jit_descriptor(void)
 {
     return (uintptr_t)dlsym(RTLD_DEFAULT, "__jit_debug_descriptor");

@@ -82,6 +82,19 @@ int mt_layout_matchstate(const uintptr_t *w, size_t n);
 #define MT_HEAPBIN_SUBTAG 0x24
 unsigned mt_layout_heapbin(const uintptr_t *w, size_t n, size_t *last);
 
+/* An Erlang fun of OTP 25 and 26 (ErlFunThing): the thing word MT_FUN_HEADER (arity 3, subtag
+ * FUN), the fun's entry (a pointer), the next off-heap item (a pointer or NULL), a word whose two
+ * low bytes are the fun's arity and its number of free variables, then its creator (a local pid,
+ * a remote pid's box, or the atom external) and the free variables. The VM writes those two
+ * bytes only: the word's other six keep what the memory held, the high bytes of a stale pointer
+ * as often as not (a lost C++ buffer was kept so, in bin/demo). Returns whether the n words at w
+ * start such a fun; its word MT_FUN_PADDED is then data in its low two bytes only (MT_FUN_DATA).
+ * OTP 27's funs have no such word, and no header equal to this one. */
+#define MT_FUN_HEADER 0xD4
+#define MT_FUN_PADDED 3
+#define MT_FUN_DATA ((uintptr_t)0xFFFF)
+int mt_layout_fun(const uintptr_t *w, size_t n);
+
 /* The end of a C string in a block without a record (one made before recording began: the
  * loader's library names, libc's time zone strings). Such a block is read to its usable size,
  * and a string allocated to its length leaves the bytes after its NUL as malloc handed them out:

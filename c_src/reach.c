@@ -235,7 +235,7 @@ static int dead_mref(struct ctx *c, uintptr_t w)
 static void scan_words(struct ctx *c, const void *p, size_t len, uintptr_t at)
 {
     const uintptr_t *w = p;
-    size_t padded = SIZE_MAX; /* a heap binary's last word, read as far as its data */
+    size_t padded = SIZE_MAX; /* a heap binary's last word or a fun's arity, read as its data */
     uintptr_t data = 0, text;
     /* a block without a record is read to its usable size: its strings' ends are told */
     int untold = c->self != MT_SNAPSHOT_NONE && c->s->rec[c->self].stack == MT_SNAPSHOT_UNRECORDED;
@@ -256,6 +256,10 @@ static void scan_words(struct ctx *c, const void *p, size_t len, uintptr_t at)
             (bytes = mt_layout_heapbin(w + k, n - k, &last))) {
             padded = k + last;
             data = ((uintptr_t)1 << 8 * bytes) - 1;
+        }
+        if (w[k] == MT_FUN_HEADER && mt_layout_fun(w + k, n - k)) {
+            padded = k + MT_FUN_PADDED;
+            data = MT_FUN_DATA;
         }
         if (w[k] == at + (k + 4) * sizeof *w &&
             mt_layout_ioqueue(w + k, n - k, at + k * sizeof *w, &live)) {

@@ -347,6 +347,14 @@ defmodule Mtrace.WhyTest do
     three_found("Lost.lose_in_heap_binary(48)")
   end
 
+  test "the unwritten bytes of a fun's arity word keep nothing" do
+    # lose_in_fun/1: the only word that held the block is the fourth of an OTP 25 fun, in an
+    # anonymous mapping: its two low bytes are the fun's arity and number of free variables, its
+    # other six bytes the VM never writes (layouts.h). Read whole, it kept every block (why/2:
+    # that mapping).
+    three_found("Lost.lose_in_fun(48)")
+  end
+
   # Three blocks lost by the call `lose` (each returns a masked address) are all found, in one
   # node of three (another stale word may keep one: see leaks_test), and why/2 says nil for each
   # block found.

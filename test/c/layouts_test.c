@@ -290,6 +290,27 @@ static void heap_binaries(void)
     check(!mt_layout_heapbin(b, 6, &last), "a size past 64 bytes is not");
 }
 
+/* A fun of OTP 25 and 26: its arity word is data in its two low bytes only. */
+static void funs(void)
+{
+    static uintptr_t entry;
+    uintptr_t f[6] = {MT_FUN_HEADER, (uintptr_t)&entry, 0, 0x7f0012340500, 0x30000000603, 0xB};
+    check(mt_layout_fun(f, 6), "a fun made by a local process is taken");
+    f[4] = 0x1CB; /* external */
+    check(mt_layout_fun(f, 6), "an external fun is taken");
+    check(!mt_layout_fun(f, 4), "one cut short is not");
+    f[4] = 0x7f0012345678;
+    check(!mt_layout_fun(f, 6), "one whose creator is no pid, box or atom is not");
+    f[4] = 0x30000000603;
+    f[1] = 0;
+    check(!mt_layout_fun(f, 6), "one without an entry is not");
+    f[1] = (uintptr_t)&entry + 4;
+    check(!mt_layout_fun(f, 6), "one whose entry is not a word's address is not");
+    f[1] = (uintptr_t)&entry;
+    f[0] = 0xC0; /* a tuple of 3 */
+    check(!mt_layout_fun(f, 6), "another thing word is not");
+}
+
 /* The ends of C strings in a block without a record: the bytes after the NUL are not read. */
 static void text_ends(void)
 {
@@ -318,6 +339,7 @@ int main(void)
 {
     procbins();
     matchstates();
+    funs();
     heap_binaries();
     text_ends();
     binaries();

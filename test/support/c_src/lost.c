@@ -256,25 +256,32 @@ static ERL_NIF_TERM free_heap_holds(ErlNifEnv *env, int argc, const ERL_NIF_TERM
     return enif_make_atom(env, "false");
 }
 
-/* lose_in_heap_binary(size): a block of size bytes whose address only the last word of an
- * Erlang heap binary holds, in an anonymous mapping as the VM's carriers are: the binary's 17
- * bytes of data end with the address's low byte, and the word's 7 bytes after them, which the VM
- * never writes, hold the rest of it (layouts.h). Returns the address xor MASK. */
-#define HEAPBIN_WORDS 5
-static uintptr_t *heap_binaries;
-static unsigned heap_binaries_used;
+/* n words of an anonymous mapping, as the VM's carriers are, for terms made by hand; NULL when
+ * its page is full. */
+static uintptr_t *vm_words(unsigned n)
+{
+    static uintptr_t *page;
+    static unsigned used;
+    if (!page) {
+        void *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        page = m == MAP_FAILED ? NULL : m;
+    }
+    if (!page || (used + n) * sizeof(uintptr_t) > 4096) return NULL;
+    used += n;
+    return page + used - n;
+}
 
+/* lose_in_heap_binary(size): a block of size bytes whose address only the last word of an
+ * Erlang heap binary holds: the binary's 17 bytes of data end with the address's low byte, and
+ * the word's 7 bytes after them, which the VM never writes, hold the rest of it (layouts.h).
+ * Returns the address xor MASK. */
 static void make_in_heap_binary(void *arg)
 {
     struct in_vm *v = arg;
-    if (!heap_binaries) {
-        void *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        heap_binaries = m == MAP_FAILED ? NULL : m;
-    }
-    if (!heap_binaries || (heap_binaries_used + HEAPBIN_WORDS) * sizeof(uintptr_t) > 4096) return;
-    uintptr_t *b = heap_binaries + heap_binaries_used, p = (uintptr_t)masked_block(v->size);
-    heap_binaries_used += HEAPBIN_WORDS;
-    b[0] = (HEAPBIN_WORDS - 1) << 6 | 0x24; /* thing word: arity 4, HEAP_BINARY_SUBTAG */
+    uintptr_t *b = vm_words(5);
+    if (!b) return;
+    uintptr_t p = (uintptr_t)masked_block(v->size);
+    b[0] = 4 << 6 | 0x24; /* thing word: arity 4, HEAP_BINARY_SUBTAG */
     b[1] = 17;
     memcpy(&b[2], "lib/supervisor.e", 16);
     b[4] = p;
@@ -285,6 +292,33 @@ static ERL_NIF_TERM lose_in_heap_binary(ErlNifEnv *env, int argc, const ERL_NIF_
 {
     (void)argc;
     return lose_by(env, argv, make_in_heap_binary);
+}
+
+/* lose_in_fun(size): a block of size bytes whose address only the arity word of an Erlang fun of
+ * OTP 25 and 26 holds: its two low bytes are the fun's arity and number of free variables, its
+ * six others, which the VM never writes, the rest of an address 16 bytes into the block
+ * (layouts.h). Returns the block's address xor MASK. */
+static uintptr_t fun_entry;
+
+static void make_in_fun(void *arg)
+{
+    struct in_vm *v = arg;
+    uintptr_t *f = vm_words(6);
+    if (!f) return;
+    uintptr_t p = (uintptr_t)masked_block(v->size);
+    f[0] = 0xD4; /* thing word: arity 3, FUN_SUBTAG */
+    f[1] = (uintptr_t)&fun_entry;
+    f[2] = 0;                          /* next off-heap item */
+    f[3] = p + 16;                     /* arity and free variables, then six unwritten bytes */
+    f[4] = (uintptr_t)0x1234 << 4 | 3; /* creator: a local pid */
+    f[5] = 0x3B;                       /* a free variable: [] */
+    v->masked = (uint64_t)p ^ MASK;
+}
+
+static ERL_NIF_TERM lose_in_fun(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    return lose_by(env, argv, make_in_fun);
 }
 
 extern void __libc_free(void *);
@@ -808,6 +842,7 @@ static ErlNifFunc funcs[] = {
     {"lose_raw", 2, lose_raw, 0},
     {"lose_in_vm_free", 1, lose_in_vm_free, 0},
     {"lose_in_heap_binary", 1, lose_in_heap_binary, 0},
+    {"lose_in_fun", 1, lose_in_fun, 0},
     {"lose_in_heap", 1, lose_in_heap, 0},
     {"free_heap_holds", 1, free_heap_holds, 0},
     {"lose_in_text_tail", 1, lose_in_text_tail, 0},
