@@ -10,14 +10,22 @@ defmodule Mtrace.BeamHeaps do
 
   @tries 3
 
-  @doc "Learns the layout once; later calls return the first answer."
+  @doc """
+  Learns the layout once; later calls return the first answer, but for a node where the waiting
+  processes ran in every try (a busy one): a later call tries again.
+  """
   @spec learn() :: :ok | {:error, String.t()}
   def learn do
     case :persistent_term.get(__MODULE__, nil) do
       nil ->
-        result = attempt(@tries)
-        :persistent_term.put(__MODULE__, result)
-        result
+        case attempt(@tries) do
+          {:ran, why} ->
+            {:error, why}
+
+          result ->
+            :persistent_term.put(__MODULE__, result)
+            result
+        end
 
       result ->
         result
@@ -35,7 +43,7 @@ defmodule Mtrace.BeamHeaps do
 
     case result do
       {:retry, _} when tries > 1 -> attempt(tries - 1)
-      {:retry, why} -> {:error, why}
+      {:retry, why} -> {:ran, why}
       other -> other
     end
   end
