@@ -116,6 +116,42 @@ int mt_layout_fun(const uintptr_t *w, size_t n)
            (creator & 0x3) == 0x2;    /* a box: a remote pid */
 }
 
+size_t mt_layout_atom(const uintptr_t *w, size_t n)
+{
+    if (n < MT_ATOM_WORDS || w[0] % sizeof *w || !MT_LAYOUT_ATOM_MAY(w) ||
+        (int32_t)(uint32_t)w[MT_ATOM_INDEX] < 0 || !w[4])
+        return 0;
+    size_t len = (uint16_t)w[3];
+    int16_t latin1 = (int16_t)(w[3] >> 16);
+    uint32_t first = (uint32_t)(w[3] >> 32) >> 23;
+    return (latin1 == -1 || (latin1 >= 0 && (size_t)latin1 <= len)) && first > 0x20 && first < 0x7F
+               ? len
+               : 0;
+}
+
+int mt_layout_atom_named(const uintptr_t *w, const unsigned char *name, size_t len)
+{
+    unsigned char c[4] = {0};
+    for (size_t i = 0; i < 4 && i < len; i++)
+        c[i] = name[i];
+    if ((uint32_t)(w[3] >> 32) !=
+        ((uint32_t)c[0] << 23) + ((uint32_t)c[1] << 15) + ((uint32_t)c[2] << 7) + (c[3] >> 1u))
+        return 0;
+    uint64_t h = 0, g;
+    for (size_t i = 0; i < len; i++) {
+        unsigned v = name[i];
+        /* a latin1 character in two bytes of UTF-8 counts as one */
+        if (i + 1 < len && (v & 0xFE) == 0xC2 && (name[i + 1] & 0xC0) == 0x80)
+            v = (v << 6 | (name[++i] & 0x3F)) & 0xFF;
+        h = (h << 4) + v;
+        if ((g = h & 0xF0000000u)) {
+            h ^= g >> 24;
+            h ^= g;
+        }
+    }
+    return h == w[1];
+}
+
 uintptr_t mt_layout_jit_descriptor(void)
 {
     return (uintptr_t)dlsym(RTLD_DEFAULT, "__jit_debug_descriptor");

@@ -95,6 +95,29 @@ unsigned mt_layout_heapbin(const uintptr_t *w, size_t n, size_t *last);
 #define MT_FUN_DATA ((uintptr_t)0xFFFF)
 int mt_layout_fun(const uintptr_t *w, size_t n);
 
+/* An ERTS atom table entry (Atom, OTP 25 to 27): its hash bucket's next, its hash value, its
+ * index, then len | latin1_chars << 16 | ord0 << 32 (its name's first bytes, c0 << 23 | c1 << 15
+ * | c2 << 7 | c3 >> 1), and its name. The index is an int: the word's four high bytes are
+ * padding, which keeps what the memory held before the atom was made, an old pointer's high half
+ * as often as not; with an index in the low half it can make an address (in bin/demo, atom
+ * 0x4300 and a stale 0x7F1F made 0x7F1F00004300, a lost buffer's). mt_layout_atom(): the name's
+ * length when the n words at w can be an atom (a hash value below 2^28, an index that is a
+ * non-negative int, a length of 1 to 1020 bytes that its latin1_chars agrees with, a name that
+ * starts with a printable character), else 0. mt_layout_atom_named(): whether its name, read, is
+ * the atom's (the atom table's hash of it, hashpjw with OTP's latin1 rule, is the hash value, and
+ * its first bytes are ord0's); its word MT_ATOM_INDEX is then data in its low four bytes only
+ * (MT_ATOM_INDEX_DATA). */
+#define MT_ATOM_WORDS 5
+#define MT_ATOM_INDEX 2
+#define MT_ATOM_NAME_MAX 1020
+#define MT_ATOM_INDEX_DATA ((uintptr_t)0xFFFFFFFF)
+size_t mt_layout_atom(const uintptr_t *w, size_t n);
+int mt_layout_atom_named(const uintptr_t *w, const unsigned char *name, size_t len);
+/* Whether the word after w can be an atom's hash value and the third after it its lengths: the
+ * test that passes most words over before mt_layout_atom(). */
+#define MT_LAYOUT_ATOM_MAY(w)                                                                      \
+    ((w)[1] - 1 < ((uint64_t)1 << 28) - 1 && (uint16_t)(w)[3] - 1u < MT_ATOM_NAME_MAX)
+
 /* The end of a C string in a block without a record (one made before recording began: the
  * loader's library names, libc's time zone strings). Such a block is read to its usable size,
  * and a string allocated to its length leaves the bytes after its NUL as malloc handed them out:

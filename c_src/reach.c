@@ -232,10 +232,18 @@ static int dead_mref(struct ctx *c, uintptr_t w)
 }
 
 /* The words of p, a copy of len bytes from address at. */
+/* Whether the words at w are an entry of the VM's atom table, by its name, read (layouts.h). */
+static int atom(struct ctx *c, const uintptr_t *w)
+{
+    unsigned char name[MT_ATOM_NAME_MAX];
+    size_t len = mt_layout_atom(w, MT_ATOM_WORDS);
+    return len && read_mem(c, w[4], len, name) == len && mt_layout_atom_named(w, name, len);
+}
+
 static void scan_words(struct ctx *c, const void *p, size_t len, uintptr_t at)
 {
     const uintptr_t *w = p;
-    size_t padded = SIZE_MAX; /* a heap binary's last word or a fun's arity, read as its data */
+    size_t padded = SIZE_MAX; /* a word partly data: a heap binary's last, a fun's or atom's */
     uintptr_t data = 0, text;
     /* a block without a record is read to its usable size: its strings' ends are told */
     int untold = c->self != MT_SNAPSHOT_NONE && c->s->rec[c->self].stack == MT_SNAPSHOT_UNRECORDED;
@@ -260,6 +268,12 @@ static void scan_words(struct ctx *c, const void *p, size_t len, uintptr_t at)
         if (w[k] == MT_FUN_HEADER && mt_layout_fun(w + k, n - k)) {
             padded = k + MT_FUN_PADDED;
             data = MT_FUN_DATA;
+        }
+        /* read only where the word's padding would keep a block: a name costs a system call */
+        if (k + MT_ATOM_WORDS <= n && MT_LAYOUT_ATOM_MAY(w + k) && w[k + MT_ATOM_INDEX] >> 32 &&
+            mt_snapshot_find(c->s, w[k + MT_ATOM_INDEX]) != MT_SNAPSHOT_NONE && atom(c, w + k)) {
+            padded = k + MT_ATOM_INDEX;
+            data = MT_ATOM_INDEX_DATA;
         }
         if (w[k] == at + (k + 4) * sizeof *w &&
             mt_layout_ioqueue(w + k, n - k, at + k * sizeof *w, &live)) {

@@ -355,6 +355,14 @@ defmodule Mtrace.WhyTest do
     three_found("Lost.lose_in_fun(48)")
   end
 
+  test "the unwritten bytes of an atom's index word keep nothing" do
+    # lose_in_atom/1: the only word that held the block is the index word of an atom table entry
+    # (hash, index, lengths, name: "application_controller"), in an anonymous mapping: its low
+    # half is the index, its high half bytes the VM never writes (layouts.h). Read whole, it kept
+    # every block (why/2: that mapping).
+    three_found("Lost.lose_in_atom(48)")
+  end
+
   # Three blocks lost by the call `lose` (each returns a masked address) are all found, in one
   # node of three (another stale word may keep one: see leaks_test), and why/2 says nil for each
   # block found.

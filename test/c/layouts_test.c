@@ -311,6 +311,31 @@ static void funs(void)
     check(!mt_layout_fun(f, 6), "another thing word is not");
 }
 
+/* An atom table entry: its index word is data in its low four bytes, once its name proves it. */
+static void atoms(void)
+{
+    static const unsigned char name[] = "application_controller", cafe[] = "caf\xc3\xa9";
+    uintptr_t a[5] = {0, 0x3709b02, 0x7f0000004300, (uintptr_t)0x30b83836 << 32 | 22 << 16 | 22,
+                      (uintptr_t)name};
+    check(mt_layout_atom(a, 5) == 22 && mt_layout_atom_named(a, name, 22),
+          "an atom is taken by its name's hash and first bytes");
+    check(!mt_layout_atom(a, 4), "one cut short is not");
+    a[1] = 0x3709b03;
+    check(mt_layout_atom(a, 5) == 22 && !mt_layout_atom_named(a, name, 22),
+          "a hash value that is not the name's is not");
+    a[1] = 0x3709b02;
+    a[3] ^= (uintptr_t)1 << 40;
+    check(!mt_layout_atom_named(a, name, 22), "first bytes that are not the name's are not");
+    a[3] = (uintptr_t)0x30b83836 << 32 | 23 << 16 | 22;
+    check(!mt_layout_atom(a, 5), "more latin1 characters than bytes are not");
+    a[3] = (uintptr_t)0x30b83836 << 32 | 22 << 16 | 22;
+    a[2] = 0x7f0080000000;
+    check(!mt_layout_atom(a, 5), "a negative index is not");
+    uintptr_t e[5] = {0, 0x69849, 0, (uintptr_t)0x31b0b361 << 32 | 4 << 16 | 5, (uintptr_t)cafe};
+    check(mt_layout_atom(e, 5) == 5 && mt_layout_atom_named(e, cafe, 5),
+          "a latin1 character in two bytes hashes as one");
+}
+
 /* The ends of C strings in a block without a record: the bytes after the NUL are not read. */
 static void text_ends(void)
 {
@@ -340,6 +365,7 @@ int main(void)
     procbins();
     matchstates();
     funs();
+    atoms();
     heap_binaries();
     text_ends();
     binaries();

@@ -321,6 +321,39 @@ static ERL_NIF_TERM lose_in_fun(ErlNifEnv *env, int argc, const ERL_NIF_TERM arg
     return lose_by(env, argv, make_in_fun);
 }
 
+/* lose_in_atom(size): a block of size bytes whose address only the index word of an atom table
+ * entry holds (one made by hand, named "application_controller", as the VM lays its atoms out):
+ * an atom's index is an int, and the word's four high bytes, which the VM never writes, hold the
+ * address's high half (layouts.h). The block is one whose address's low half can be an index (a
+ * non-negative int). Returns the address xor MASK. */
+static const char atom_name[] = "application_controller";
+
+static void make_in_atom(void *arg)
+{
+    struct in_vm *v = arg;
+    uintptr_t *a = vm_words(5), p = 0;
+    for (int tries = 0; a && !p && tries < 64; tries++) {
+        p = (uintptr_t)masked_block(v->size);
+        if ((uint32_t)p >= 0x80000000u - v->size) {
+            free((void *)p);
+            p = 0;
+        }
+    }
+    if (!p) return;
+    a[0] = 0;                                           /* the next in its hash bucket */
+    a[1] = 0x3709b02;                                   /* the atom table's hash of the name */
+    a[2] = p + 16;                                      /* the index, then four unwritten bytes */
+    a[3] = (uintptr_t)0x30b83836 << 32 | 22 << 16 | 22; /* ord0, latin1 characters, bytes */
+    a[4] = (uintptr_t)atom_name;
+    v->masked = (uint64_t)p ^ MASK;
+}
+
+static ERL_NIF_TERM lose_in_atom(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    return lose_by(env, argv, make_in_atom);
+}
+
 extern void __libc_free(void *);
 
 /* free_behind(size): a block allocated through malloc and freed through glibc's own __libc_free,
@@ -843,6 +876,7 @@ static ErlNifFunc funcs[] = {
     {"lose_in_vm_free", 1, lose_in_vm_free, 0},
     {"lose_in_heap_binary", 1, lose_in_heap_binary, 0},
     {"lose_in_fun", 1, lose_in_fun, 0},
+    {"lose_in_atom", 1, lose_in_atom, 0},
     {"lose_in_heap", 1, lose_in_heap, 0},
     {"free_heap_holds", 1, free_heap_holds, 0},
     {"lose_in_text_tail", 1, lose_in_text_tail, 0},
