@@ -118,9 +118,7 @@ int mt_layout_fun(const uintptr_t *w, size_t n)
 
 size_t mt_layout_atom(const uintptr_t *w, size_t n)
 {
-    if (n < MT_ATOM_WORDS || w[0] % sizeof *w || !MT_LAYOUT_ATOM_MAY(w) ||
-        (int32_t)(uint32_t)w[MT_ATOM_INDEX] < 0 || !w[4])
-        return 0;
+    if (n < MT_ATOM_WORDS || w[0] % sizeof *w || !MT_LAYOUT_ATOM_MAY(w) || !w[4]) return 0;
     size_t len = (uint16_t)w[3];
     int16_t latin1 = (int16_t)(w[3] >> 16);
     uint32_t first = (uint32_t)(w[3] >> 32) >> 23;

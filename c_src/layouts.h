@@ -101,12 +101,11 @@ int mt_layout_fun(const uintptr_t *w, size_t n);
  * padding, which keeps what the memory held before the atom was made, an old pointer's high half
  * as often as not; with an index in the low half it can make an address (in bin/demo, atom
  * 0x4300 and a stale 0x7F1F made 0x7F1F00004300, a lost buffer's). mt_layout_atom(): the name's
- * length when the n words at w can be an atom (a hash value below 2^28, an index that is a
- * non-negative int, a length of 1 to 1020 bytes that its latin1_chars agrees with, a name that
- * starts with a printable character), else 0. mt_layout_atom_named(): whether its name, read, is
- * the atom's (the atom table's hash of it, hashpjw with OTP's latin1 rule, is the hash value, and
- * its first bytes are ord0's); its word MT_ATOM_INDEX is then data in its low four bytes only
- * (MT_ATOM_INDEX_DATA). */
+ * length when the n words at w can be an atom (a hash value below 2^28, a length of 1 to 1020 bytes
+ * that its latin1_chars agrees with, a name that starts with a printable character), else 0.
+ * mt_layout_atom_named(): whether its name, read, is the atom's (the atom table's hash of it,
+ * hashpjw with OTP's latin1 rule, is the hash value, and its first bytes are ord0's); its word
+ * MT_ATOM_INDEX is then data in its low four bytes only (MT_ATOM_INDEX_DATA). */
 #define MT_ATOM_WORDS 5
 #define MT_ATOM_INDEX 2
 #define MT_ATOM_NAME_MAX 1020

@@ -324,22 +324,15 @@ static ERL_NIF_TERM lose_in_fun(ErlNifEnv *env, int argc, const ERL_NIF_TERM arg
 /* lose_in_atom(size): a block of size bytes whose address only the index word of an atom table
  * entry holds (one made by hand, named "application_controller", as the VM lays its atoms out):
  * an atom's index is an int, and the word's four high bytes, which the VM never writes, hold the
- * address's high half (layouts.h). The block is one whose address's low half can be an index (a
- * non-negative int). Returns the address xor MASK. */
+ * address's high half (layouts.h). Returns the address xor MASK. */
 static const char atom_name[] = "application_controller";
 
 static void make_in_atom(void *arg)
 {
     struct in_vm *v = arg;
-    uintptr_t *a = vm_words(5), p = 0;
-    for (int tries = 0; a && !p && tries < 64; tries++) {
-        p = (uintptr_t)masked_block(v->size);
-        if ((uint32_t)p >= 0x80000000u - v->size) {
-            free((void *)p);
-            p = 0;
-        }
-    }
-    if (!p) return;
+    uintptr_t *a = vm_words(5);
+    if (!a) return;
+    uintptr_t p = (uintptr_t)masked_block(v->size);
     a[0] = 0;                                           /* the next in its hash bucket */
     a[1] = 0x3709b02;                                   /* the atom table's hash of the name */
     a[2] = p + 16;                                      /* the index, then four unwritten bytes */
