@@ -527,6 +527,67 @@ static uintptr_t live_from(struct ctx *c, uintptr_t lo, uintptr_t hi)
     return lo;
 }
 
+/* The stacks of exited threads. glibc keeps a joined thread's stack mapped for a later thread,
+ * and an exited one's until it is joined: their frames are dead, and their stale words would keep
+ * what they pointed to (LeakSanitizer scans live threads' stacks only). glibc's struct pthread
+ * lies at a stack's top, as far below it in every stack of the process (the static TLS block's
+ * size), its first and third words pointing to it; the kernel clears its tid when the thread
+ * exits, and glibc makes it -1 once the thread is joined. That distance and the tid's offset are
+ * learnt from the calling thread's (its own, in its stack's mapping), and every stopped thread's
+ * must agree; else no stack is taken for dead. */
+struct tcb_shape {
+    uintptr_t below_top; /* 0: not learnt */
+    size_t tid_at;
+};
+
+static int tcb_at(uintptr_t pd, uintptr_t head[3])
+{
+    return mt_proc_read(pd, head, 3 * sizeof *head) == 0 && head[0] == pd && head[2] == pd;
+}
+
+/* The hi of the readable mapping that holds a, or 0. */
+static uintptr_t mapping_top(struct ctx *c, uintptr_t a)
+{
+    struct mt_mapping m;
+    for (size_t at = 0; mt_maps_next(&c->maps, &at, &m);)
+        if (a >= m.lo && a < m.hi) return m.readable && m.writable ? m.hi : 0;
+    return 0;
+}
+
+static struct tcb_shape tcb_learn(struct ctx *c)
+{
+    struct tcb_shape no = {0, 0}, t = no;
+    uintptr_t pd = (uintptr_t)pthread_self(), head[3], top = mapping_top(c, pd);
+    uint32_t words[512], tid = (uint32_t)syscall(SYS_gettid);
+    if (!top || !tcb_at(pd, head) || top - pd > 65536 || mt_proc_read(pd, words, sizeof words))
+        return no;
+    for (size_t i = 6; i < 512 && !t.tid_at; i++)
+        if (words[i] == tid) t.tid_at = i * sizeof *words;
+    t.below_top = top - pd;
+    for (size_t i = 0; i < c->world->n && t.tid_at; i++) {
+        const struct mt_world_thread *w = &c->world->t[i];
+        uint32_t its;
+        if (w->tid <= 0 || !w->stopped || mapping_top(c, w->tp) != w->tp + t.below_top) continue;
+        if (!tcb_at(w->tp, head) || mt_proc_read(w->tp + t.tid_at, &its, sizeof its) ||
+            its != (uint32_t)w->tid)
+            return no;
+    }
+    return t.tid_at ? t : no;
+}
+
+/* Where an exited thread's struct pthread starts in [lo, hi), a mapping that holds no live
+ * thread's stack pointer (below it, its stack and static TLS are dead); 0 when it is no such
+ * stack. */
+static uintptr_t exited_tcb(const struct tcb_shape *t, uintptr_t lo, uintptr_t hi)
+{
+    uintptr_t pd = hi - t->below_top, head[3];
+    int32_t tid;
+    if (!t->below_top || hi - lo <= t->below_top || !tcb_at(pd, head) ||
+        mt_proc_read(pd + t->tid_at, &tid, sizeof tid) || tid > 0)
+        return 0;
+    return pd;
+}
+
 static int named(const char *p, size_t len, const char *name)
 {
     return strlen(name) == len && memcmp(p, name, len) == 0;
@@ -548,6 +609,7 @@ static int hides(const struct ctx *c, uintptr_t lo, uintptr_t hi, int of_file)
 static void scan_roots(struct ctx *c, uintptr_t own_lo, uintptr_t own_hi)
 {
     struct mt_mapping m;
+    struct tcb_shape tcb = own_hi ? (struct tcb_shape){0, 0} : tcb_learn(c);
     for (size_t at = 0; mt_maps_next(&c->maps, &at, &m);) {
         if (!m.readable || !m.writable) continue;
         uintptr_t lo = m.lo, hi = m.hi;
@@ -561,7 +623,9 @@ static void scan_roots(struct ctx *c, uintptr_t own_lo, uintptr_t own_hi)
             (plen == 0 && arena_heap(c, lo, hi)))
             continue;
         c->hiding = c->hide && hides(c, lo, hi, plen != 0);
-        scan_minus_own(c, live_from(c, lo, hi), hi);
+        uintptr_t from = live_from(c, lo, hi),
+                  tcb_lo = from == lo && !plen ? exited_tcb(&tcb, lo, hi) : 0;
+        scan_minus_own(c, tcb_lo ? tcb_lo : from, hi);
     }
     c->hiding = 0;
 }

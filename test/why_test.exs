@@ -363,6 +363,13 @@ defmodule Mtrace.WhyTest do
     three_found("Lost.lose_in_atom(48)")
   end
 
+  test "the stack of a thread that exited keeps nothing" do
+    # lose_in_dead_thread/1: the only word that held the block is in the stack of a NIF's thread,
+    # which exited and was joined; glibc keeps the stack mapped for a later thread. Read as
+    # memory, the last one's kept its block in every node.
+    three_found("Lost.lose_in_dead_thread(48)")
+  end
+
   # Three blocks lost by the call `lose` (each returns a masked address) are all found, in one
   # node of three (another stale word may keep one: see leaks_test), and why/2 says nil for each
   # block found.

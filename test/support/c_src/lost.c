@@ -347,6 +347,28 @@ static ERL_NIF_TERM lose_in_atom(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
     return lose_by(env, argv, make_in_atom);
 }
 
+/* lose_in_dead_thread(size): a block of size bytes whose address only a thread's stack held, the
+ * thread since exited and joined (glibc keeps its stack for the next thread it makes). Returns the
+ * address xor MASK. */
+static void *dead_thread(void *arg)
+{
+    struct in_vm *v = arg;
+    void *volatile p = masked_block(v->size);
+    v->masked = (uint64_t)(uintptr_t)p ^ MASK;
+    return NULL;
+}
+
+static ERL_NIF_TERM lose_in_dead_thread(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    struct in_vm v = {0, 0};
+    pthread_t t;
+    (void)argc;
+    if (!enif_get_uint(env, argv[0], &v.size) || pthread_create(&t, NULL, dead_thread, &v) != 0)
+        return enif_make_badarg(env);
+    pthread_join(t, NULL);
+    return enif_make_uint64(env, v.masked);
+}
+
 extern void __libc_free(void *);
 
 /* free_behind(size): a block allocated through malloc and freed through glibc's own __libc_free,
@@ -870,6 +892,7 @@ static ErlNifFunc funcs[] = {
     {"lose_in_heap_binary", 1, lose_in_heap_binary, 0},
     {"lose_in_fun", 1, lose_in_fun, 0},
     {"lose_in_atom", 1, lose_in_atom, 0},
+    {"lose_in_dead_thread", 1, lose_in_dead_thread, 0},
     {"lose_in_heap", 1, lose_in_heap, 0},
     {"free_heap_holds", 1, free_heap_holds, 0},
     {"lose_in_text_tail", 1, lose_in_text_tail, 0},
