@@ -566,7 +566,7 @@ static struct tcb_shape tcb_learn(struct ctx *c)
     t.below_top = top - pd;
     for (size_t i = 0; i < c->world->n && t.tid_at; i++) {
         const struct mt_world_thread *w = &c->world->t[i];
-        uint32_t its;
+        uint32_t its = 0;
         if (w->tid <= 0 || !w->stopped || mapping_top(c, w->tp) != w->tp + t.below_top) continue;
         if (!tcb_at(w->tp, head) || mt_proc_read(w->tp + t.tid_at, &its, sizeof its) ||
             its != (uint32_t)w->tid)
@@ -581,7 +581,7 @@ static struct tcb_shape tcb_learn(struct ctx *c)
 static uintptr_t exited_tcb(const struct tcb_shape *t, uintptr_t lo, uintptr_t hi)
 {
     uintptr_t pd = hi - t->below_top, head[3];
-    int32_t tid;
+    int32_t tid = 0;
     if (!t->below_top || hi - lo <= t->below_top || !tcb_at(pd, head) ||
         mt_proc_read(pd + t->tid_at, &tid, sizeof tid) || tid > 0)
         return 0;
