@@ -231,7 +231,6 @@ static int dead_mref(struct ctx *c, uintptr_t w)
     return got < 0 || (got && !mt_layout_magic_live(head));
 }
 
-/* The words of p, a copy of len bytes from address at. */
 /* Whether the words at w are an entry of the VM's atom table, by its name, read (layouts.h). */
 static int atom(struct ctx *c, const uintptr_t *w)
 {
@@ -240,6 +239,7 @@ static int atom(struct ctx *c, const uintptr_t *w)
     return len && read_mem(c, w[4], len, name) == len && mt_layout_atom_named(w, name, len);
 }
 
+/* The words of p, a copy of len bytes from address at. */
 static void scan_words(struct ctx *c, const void *p, size_t len, uintptr_t at)
 {
     const uintptr_t *w = p;
@@ -545,13 +545,19 @@ static int tcb_at(uintptr_t pd, uintptr_t head[3])
     return mt_proc_read(pd, head, 3 * sizeof *head) == 0 && head[0] == pd && head[2] == pd;
 }
 
-/* The hi of the readable mapping that holds a, or 0. */
+/* The mapping that holds a, into *m; 0 when none does. */
+static int mapping_of(struct ctx *c, uintptr_t a, struct mt_mapping *m)
+{
+    for (size_t at = 0; mt_maps_next(&c->maps, &at, m);)
+        if (a >= m->lo && a < m->hi) return 1;
+    return 0;
+}
+
+/* The hi of the readable and writable mapping that holds a, or 0. */
 static uintptr_t mapping_top(struct ctx *c, uintptr_t a)
 {
     struct mt_mapping m;
-    for (size_t at = 0; mt_maps_next(&c->maps, &at, &m);)
-        if (a >= m.lo && a < m.hi) return m.readable && m.writable ? m.hi : 0;
-    return 0;
+    return mapping_of(c, a, &m) && m.readable && m.writable ? m.hi : 0;
 }
 
 static struct tcb_shape tcb_learn(struct ctx *c)
@@ -697,14 +703,10 @@ static void classify_lost(struct ctx *c)
 
 static void own_stack(uintptr_t sp, uintptr_t *lo, uintptr_t *hi, struct ctx *c)
 {
-    *lo = *hi = 0;
     struct mt_mapping m;
-    for (size_t at = 0; mt_maps_next(&c->maps, &at, &m);)
-        if (sp >= m.lo && sp < m.hi) {
-            *lo = m.lo;
-            *hi = m.hi;
-            return;
-        }
+    int found = mapping_of(c, sp, &m);
+    *lo = found ? m.lo : 0;
+    *hi = found ? m.hi : 0;
 }
 
 /* What the records alone leave unknown; MT_LOST_KNOWN when nothing. */
