@@ -169,14 +169,13 @@ size_t mt_layout_ioqueue(const uintptr_t *w, size_t n, uintptr_t at, uint32_t *l
  * returns 0 and changes nothing. mt_layout_carrier_size(): the size a carrier whose first word is
  * head would have (a whole number of pages, at least MT_CARRIER_SMALL), else 0. */
 #define MT_CARRIER_SMALL ((size_t)64 << 10)
-#define MT_CARRIER_ALIGN ((uintptr_t)256 << 10) /* where the VM maps multi-block carriers */
 size_t mt_layout_carrier_size(uintptr_t head);
 size_t mt_layout_carrier_free(uintptr_t *w, size_t n, uintptr_t at);
 
 /* The VM's allocator whose carrier holds addr, in the anonymous mapping [lo, hi), named as the
  * VM names it ("eheap_alloc": process heaps; "ets_alloc", "binary_alloc", ...) into name (len
  * bytes); returns 1, or 0 when no carrier proves itself there. An ERTS carrier (OTP 25 to 27)
- * starts on a page (a multi-block one on a 256 KiB boundary, a single-block one anywhere) with
+ * starts on a page (a multi-block one mostly on a 256 KiB boundary, but not always) with
  * {its size | flags, next, prev, allocator | flags}, and the allocator's first words hold its
  * name_prefix ("eheap_"): a pointer to a short lower-case word that ends in '_'. The carrier's
  * start is looked for page by page, at most MT_CARRIER_REACH back from addr. Reads memory with

@@ -300,6 +300,28 @@ static void scan_regs(struct ctx *c, const uintptr_t *regs, size_t thread)
     c->root = MT_REACH_MEMORY;
 }
 
+/* The size of the VM's carrier whose first words are head, when it fits in room bytes: the size
+ * its first word gives (layouts.h), and an allocator's address in its fourth; else 0. */
+static size_t vm_carrier(const uintptr_t head[4], uintptr_t room)
+{
+    size_t size = mt_layout_carrier_size(head[0]);
+    return size <= MT_CARRIER_REACH && size <= room && (head[3] & ~(uintptr_t)7) >= MT_PAGE ? size
+                                                                                            : 0;
+}
+
+/* How much of buf (got bytes, read from lo) lies before the first page after its first that
+ * starts a carrier (vm_carrier), which the next read then starts on. */
+static size_t before_carrier(const char *buf, size_t got, uintptr_t lo, uintptr_t hi)
+{
+    size_t off = (MT_PAGE - (lo & (MT_PAGE - 1))) & (MT_PAGE - 1);
+    for (off = off ? off : MT_PAGE; off + 4 * sizeof(uintptr_t) <= got; off += MT_PAGE) {
+        uintptr_t head[4];
+        memcpy(head, buf + off, sizeof head);
+        if (vm_carrier(head, hi - (lo + off))) return off;
+    }
+    return got;
+}
+
 /* Reads and scans [lo, hi), a page at a time past what cannot be read. */
 static void scan_range(struct ctx *c, uintptr_t lo, uintptr_t hi, uint64_t *bytes)
 {
@@ -325,25 +347,24 @@ static void scan_range(struct ctx *c, uintptr_t lo, uintptr_t hi, uint64_t *byte
                 if (page + k * MT_PAGE < lo + len) len = page + k * MT_PAGE - lo;
             }
         }
-        /* The VM maps its multi-block carriers on MT_CARRIER_ALIGN boundaries: reads start on
-         * them, and one is read whole, so that its free blocks can be told (layouts.h). */
+        /* Only a carrier of the VM's read whole has its free blocks told (layouts.h): a read
+         * that starts on one reads it whole, and one that runs into one ends there. Carriers
+         * start on any page: most on 256 KiB boundaries, but not all. */
         size_t carrier = 0;
-        uintptr_t head;
-        if (!(lo & (MT_CARRIER_ALIGN - 1)) && read_mem(c, lo, sizeof head, &head) == sizeof head)
-            carrier = mt_layout_carrier_size(head);
+        uintptr_t head[4];
+        if (!(lo & (MT_PAGE - 1)) && read_mem(c, lo, sizeof head, head) == sizeof head)
+            carrier = vm_carrier(head, hi - lo);
         char *buf = c->buf;
-        if (carrier > MT_CARRIER_REACH || carrier > hi - lo ||
-            (carrier > BUF && !(buf = mt_mem_map(carrier)))) {
+        if (carrier > BUF && !(buf = mt_mem_map(carrier))) {
             carrier = 0;
             buf = c->buf;
         }
-        if (carrier)
-            len = carrier;
-        else if (((lo + len - 1) ^ lo) & ~(MT_CARRIER_ALIGN - 1))
-            len = ((lo + MT_CARRIER_ALIGN) & ~(MT_CARRIER_ALIGN - 1)) - lo;
+        if (carrier) len = carrier;
         size_t got = read_mem(c, lo, len, buf);
+        size_t cut = carrier ? got : before_carrier(buf, got, lo, hi);
+        if (cut < got) got = len = cut;
         if (carrier && got == carrier)
-            c->r->vm_free_bytes += mt_layout_carrier_free((uintptr_t *)buf, got / sizeof head, lo);
+            c->r->vm_free_bytes += mt_layout_carrier_free((uintptr_t *)buf, got / sizeof *head, lo);
         c->r->process_free_bytes += mt_beam_gaps_clear(&c->gaps, buf, got, lo);
         scan_words(c, buf, got, lo);
         if (buf != c->buf) mt_mem_unmap(buf, carrier);

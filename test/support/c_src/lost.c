@@ -179,6 +179,43 @@ static ERL_NIF_TERM lose_in_vm_free(ErlNifEnv *env, int argc, const ERL_NIF_TERM
     return lose_by(env, argv, make_in_vm);
 }
 
+/* lose_in_vm_carrier(size): a block of size bytes whose address only the free block of a
+ * carrier made by hand holds, laid out as the VM's multi-block carriers are (layouts.h) but on a
+ * 128 KiB boundary that is not a 256 KiB one, as some of the VM's own are: {size, next, prev,
+ * allocator}, a 64-byte block, an 8 KiB free block full of pointers inside the lost block (a word
+ * equal to its address would not count for why/2), and the last block to the carrier's end. Returns
+ * the address xor MASK. */
+#define VM_CARRIER ((size_t)64 << 10)
+static const char vm_carrier_name[] = "test_";
+static const char *const vm_carrier_allocator[] = {vm_carrier_name};
+
+static void make_in_vm_carrier(void *arg)
+{
+    struct in_vm *v = arg;
+    const size_t align = (size_t)256 << 10, words = VM_CARRIER / sizeof(uintptr_t);
+    char *m = mmap(NULL, 2 * align, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return;
+    uintptr_t *w = (uintptr_t *)(((uintptr_t)m + align - 1) / align * align + align / 2);
+    uintptr_t p = (uintptr_t)masked_block(v->size);
+    const size_t free_at = 16, free_words = 1024, last_at = free_at + free_words;
+    w[0] = VM_CARRIER;
+    w[3] = (uintptr_t)vm_carrier_allocator;
+    w[8] = 64;
+    w[free_at] = free_words * sizeof *w | 1;
+    w[free_at + 1] = (uintptr_t)w;
+    for (size_t i = free_at + 2; i < last_at - 1; i++)
+        w[i] = p + 16;
+    w[last_at - 1] = free_words * sizeof *w;
+    w[last_at] = (words - last_at) * sizeof *w | 2 | 4;
+    v->masked = (uint64_t)p ^ MASK;
+}
+
+static ERL_NIF_TERM lose_in_vm_carrier(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    return lose_by(env, argv, make_in_vm_carrier);
+}
+
 /* lose_in_heap(size): a block of size bytes whose address only an 8-byte Erlang heap binary made
  * here holds, on the calling process's heap; the binary is not returned, so it is dead at once.
  * Made deep in the stack, as the others are. Returns the address xor MASK. */
@@ -889,6 +926,7 @@ static ErlNifFunc funcs[] = {
     {"lose_masked", 2, lose_masked, 0},
     {"lose_raw", 2, lose_raw, 0},
     {"lose_in_vm_free", 1, lose_in_vm_free, 0},
+    {"lose_in_vm_carrier", 1, lose_in_vm_carrier, 0},
     {"lose_in_heap_binary", 1, lose_in_heap_binary, 0},
     {"lose_in_fun", 1, lose_in_fun, 0},
     {"lose_in_atom", 1, lose_in_atom, 0},
