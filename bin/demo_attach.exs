@@ -25,13 +25,15 @@ IO.inspect(Mtrace.attach())
 serve.(300)
 # Blocks younger than a second may be in flight: leaks/1 skips them by default.
 Process.sleep(1100)
+sites = Mtrace.leaks()
 IO.puts("iex> Mtrace.leaks()")
-IO.inspect(Mtrace.leaks(), limit: 12, width: 100)
+IO.inspect(sites, limit: 12, width: 100)
 
 IO.puts("""
 
-The buffers lost since the attach come with their stacks; those lost before it are known from
-glibc's own heap, by size and contents, without a stack.
+#{length(sites)} sites lost #{Enum.sum(Enum.map(sites, & &1.blocks))} blocks. The buffers lost since the attach come
+with their stacks; those lost before it are known from glibc's own heap, by size and contents,
+without a stack.
 """)
 
 IO.puts("iex> Mtrace.detach()")
