@@ -317,6 +317,28 @@ defmodule Mtrace.WhyTest do
     assert info.processes_read_whole < info.processes, inspect(info)
   end
 
+  test "a word in the unused part of a process's old heap keeps nothing" do
+    # lose_in_old_heap/1: the only word that points into the block lies in a waiting process's
+    # old heap, halfway between its top and its end (lost.c writes it there, having found the
+    # old heap by the sizes process_info/2 gives): the mark leaves that part out (beam_heaps.h).
+    # Read, it kept every block (why/2: that mapping, eheap_alloc). No collection first: it would
+    # merge the old heap into a new one. Every block of one node of three.
+    results =
+      Enum.reduce_while(1..3, [], fn _, tried ->
+        {masked, found, whys} =
+          in_node("""
+          masked = for _ <- 1..3, do: elem(Lost.lose_in_old_heap(48), 1)
+          found = for s <- Mtrace.leaks(blocks: true, gc: false, min_age: 0), do: Bitwise.bxor(s.address, m)
+          {masked, found, Enum.map(masked, &(&1 && Mtrace.why(Bitwise.bxor(&1, m), gc: false)))}
+          """)
+
+        assert false not in masked, "no old heap found: #{inspect(masked)}"
+        if Enum.all?(masked, &(&1 in found)), do: {:halt, :found}, else: {:cont, [whys | tried]}
+      end)
+
+    assert results == :found, inspect(results)
+  end
+
   test "a word in the unused part of the asking process's own heap keeps nothing" do
     # As above, but the process that holds the word asks leaks/1 itself: it runs (the NIF, on a
     # dirty scheduler) while the mark reads, and its heap is left out as the asker's

@@ -52,6 +52,33 @@ defmodule Mtrace.Test.Lost do
     end
   end
 
+  # A process with an old heap (two minor collections promote its list), whose old heap's unused
+  # part, above its top, holds the only word that points into a lost block (lose_in_old_heap/3).
+  # It waits for :stop. Returns {pid, address xor mask}, or {pid, false} when its old heap was
+  # not found.
+  def lose_in_old_heap(size) do
+    parent = self()
+
+    pid =
+      spawn(fn ->
+        data = Enum.to_list(1..1000)
+        :erlang.garbage_collect(self(), type: :minor)
+        :erlang.garbage_collect(self(), type: :minor)
+        {:garbage_collection_info, gc} = Process.info(self(), :garbage_collection_info)
+        masked = lose_in_old_heap(size, gc[:old_heap_block_size], gc[:old_heap_size])
+        send(parent, {self(), masked})
+
+        receive do
+          :stop -> data
+        end
+      end)
+
+    receive do
+      {^pid, masked} -> {pid, masked}
+    end
+  end
+
+  def lose_in_old_heap(_size, _block_words, _used_words), do: :erlang.nif_error(:not_loaded)
   def keep_static(_n, _size), do: :erlang.nif_error(:not_loaded)
   def keep_tree(_depth), do: :erlang.nif_error(:not_loaded)
   def keep_tls(_size), do: :erlang.nif_error(:not_loaded)

@@ -293,6 +293,53 @@ static ERL_NIF_TERM free_heap_holds(ErlNifEnv *env, int argc, const ERL_NIF_TERM
     return enif_make_atom(env, "false");
 }
 
+/* lose_in_old_heap(size, block_words, used_words): a block of size bytes whose only pointer (to
+ * 16 bytes inside it) lies in the unused part of the calling process's old heap, which the VM
+ * never reads: halfway between its top and its end. The old heap is found in the process's
+ * struct (the env's second word, OTP's struct enif_environment_t) as three words {start, top,
+ * end} that agree with the sizes process_info/2 gave, in words. Returns the address xor MASK,
+ * or false when no three words agree or the old heap has no unused word. */
+#define PROCESS_WORDS 256
+struct in_old_heap {
+    const uintptr_t *proc;
+    size_t size, block, used;
+    uint64_t masked;
+};
+
+static void make_in_old_heap(void *arg)
+{
+    struct in_old_heap *v = arg;
+    for (size_t i = 0; i < PROCESS_WORDS; i++) {
+        uintptr_t start = v->proc[i], top = start + v->used * 8, end = start + v->block * 8;
+        int has_top = 0, has_end = 0;
+        if (!start || start & 7 || top + 8 >= end) continue;
+        for (size_t j = 0; j < PROCESS_WORDS; j++) {
+            has_top |= v->proc[j] == top;
+            has_end |= v->proc[j] == end;
+        }
+        if (!has_top || !has_end) continue;
+        uintptr_t p = (uintptr_t)masked_block(v->size);
+        ((uintptr_t *)top)[(end - top) / 16] = p + 16;
+        v->masked = (uint64_t)p ^ MASK;
+        return;
+    }
+}
+
+static ERL_NIF_TERM lose_in_old_heap(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    struct in_old_heap v = {((const uintptr_t *const *)env)[1], 0, 0, 0, 0};
+    ErlNifUInt64 size, block, used;
+    (void)argc;
+    if (!enif_get_uint64(env, argv[0], &size) || !enif_get_uint64(env, argv[1], &block) ||
+        !enif_get_uint64(env, argv[2], &used))
+        return enif_make_badarg(env);
+    v.size = size;
+    v.block = block;
+    v.used = used;
+    deep(make_in_old_heap, &v, DEPTH);
+    return v.masked ? enif_make_uint64(env, v.masked) : enif_make_atom(env, "false");
+}
+
 /* n words of an anonymous mapping, as the VM's carriers are, for terms made by hand; NULL when
  * its page is full. */
 static uintptr_t *vm_words(unsigned n)
@@ -933,6 +980,7 @@ static ErlNifFunc funcs[] = {
     {"lose_in_dead_thread", 1, lose_in_dead_thread, 0},
     {"lose_in_heap", 1, lose_in_heap, 0},
     {"free_heap_holds", 1, free_heap_holds, 0},
+    {"lose_in_old_heap", 3, lose_in_old_heap, 0},
     {"lose_in_text_tail", 1, lose_in_text_tail, 0},
     {"free_behind", 1, free_behind, 0},
     {"lose_binary", 1, lose_binary, 0},
