@@ -185,6 +185,17 @@ size_t mt_layout_ioqueue(const uintptr_t *w, size_t n, uintptr_t at, uint32_t *l
     return MT_IOQ_WORDS;
 }
 
+size_t mt_layout_port_reds(const uintptr_t *w, size_t n, uintptr_t at)
+{
+    const uintptr_t tail = at + (MT_PORT_REDS + 2) * sizeof *w, end = at + n * sizeof *w;
+    if (w[0] < tail || w[0] >= end || w[0] % sizeof *w) return 0;
+    const unsigned char *name = (const unsigned char *)w + (w[0] - at);
+    size_t len = 0;
+    while (w[0] + len < end && name[len] >= 0x20 && name[len] < 0x7F)
+        len++;
+    return len && w[0] + len < end && name[len] == '\0' ? MT_PORT_REDS : 0;
+}
+
 /* A block's header word (erl_alloc_util.h): flags in bits 0 to 2 and 63 (an allocation tag); an
  * allocated block's size in bits 3 to 39 (its carrier's offset lies above), a free one's in all
  * the others. A free block's next word is its carrier's address, and its last its size. */

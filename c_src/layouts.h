@@ -156,6 +156,17 @@ uintptr_t mt_layout_jit_descriptor(void);
 #define MT_IOQ_WORDS 23
 size_t mt_layout_ioqueue(const uintptr_t *w, size_t n, uintptr_t at, uint32_t *live);
 
+/* A port of the VM's (struct _erl_drv_port, OTP 25 to 27), told by the words after its I/O queue
+ * (ErtsIOQueue above): the name it was opened with, which create_port() puts at the end of the
+ * port's own block (a NUL-terminated printable string past the struct), then drv_ptr, drv_data,
+ * os_pid, suspended, linebuf, state and control_flags, port_data_lock, psd, and `reds`: an int
+ * the VM writes only while a driver callback runs, its word's other four bytes never (what a
+ * chunk held before keeps a block there). mt_layout_port_reds(): given the n words w at address
+ * at that follow an I/O queue, MT_PORT_REDS when they are such a port's, else 0. */
+#define MT_PORT_REDS 9 /* the reds word's index in w */
+#define MT_PORT_REDS_DATA ((uintptr_t)0xFFFFFFFF)
+size_t mt_layout_port_reds(const uintptr_t *w, size_t n, uintptr_t at);
+
 /* The free blocks of an ERTS multi-block carrier (OTP 25 to 27). A carrier starts with {its
  * size | flags, next, prev, allocator | flags, ...}; its blocks follow, each headed by a word of
  * its size and flags (this block free, the one before free, the last); a free block's next word

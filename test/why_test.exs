@@ -385,6 +385,14 @@ defmodule Mtrace.WhyTest do
     three_found("Lost.lose_in_fun(48)")
   end
 
+  test "the unwritten bytes of a port's reds word keep nothing" do
+    # lose_in_port/1: the only word that held the block is the one of a port struct's `reds`, in
+    # a block a static keeps: its low half is an int the VM writes only while a driver callback
+    # runs, its high half bytes it never writes (layouts.h). Read whole, it kept every block
+    # (why/2: that static, then the port's block at offset 544).
+    three_found("Lost.lose_in_port(48)")
+  end
+
   test "the unwritten bytes of an atom's index word keep nothing" do
     # lose_in_atom/1: the only word that held the block is the index word of an atom table entry
     # (hash, index, lengths, name: "application_controller"), in an anonymous mapping: its low

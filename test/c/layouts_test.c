@@ -121,8 +121,6 @@ static void segments(void)
           "one whose entry is no object's: whole");
 }
 
-/* A carrier of the VM's as ERTS lays one out, in a mapping of its own: its header at a 256 KiB
- * boundary, its allocator's name_prefix among the allocator's first words. */
 /* A port's output queue as ERTS lays it out, its vectors inline: one entry queued (the second),
  * the others sent long ago. */
 static void ioqueues(void)
@@ -168,6 +166,25 @@ static void ioqueues(void)
     check(!mt_layout_ioqueue(q, MT_IOQ_WORDS, at, &live), "a tail past the binaries' end is not");
 }
 
+/* The words after a port's I/O queue (the tail of struct _erl_drv_port), its name "fd" at the
+ * end of its block. */
+static void ports(void)
+{
+    uintptr_t t[16] = {0}, at = (uintptr_t)t;
+    t[0] = at + 13 * sizeof *t;
+    memcpy(&t[13], "fd", 3);
+    check(mt_layout_port_reds(t, 16, at) == MT_PORT_REDS,
+          "a port's tail, its name past its fields, is taken");
+    check(!mt_layout_port_reds(t, 13, at), "one whose name lies past the words read is not");
+    t[0] = at + 8 * sizeof *t;
+    check(!mt_layout_port_reds(t, 16, at), "one whose name lies among its fields is not");
+    t[0] = at + 13 * sizeof *t;
+    memcpy(&t[13], "f\nd", 4);
+    check(!mt_layout_port_reds(t, 16, at), "one whose name is not printable text is not");
+}
+
+/* A carrier of the VM's as ERTS lays one out, in a mapping of its own: its header at a 256 KiB
+ * boundary, its allocator's name_prefix among the allocator's first words. */
 #define CARRIER_ALIGN ((uintptr_t)256 << 10)
 
 static void carriers(void)
@@ -371,6 +388,7 @@ int main(void)
     carriers();
     free_blocks();
     ioqueues();
+    ports();
     check(mt_layout_jit_descriptor() == (uintptr_t)&__jit_debug_descriptor,
           "the GDB JIT interface's descriptor is found");
     printf("%d passed, %d failed\n", passed, failed);

@@ -12,6 +12,7 @@ defmodule Mtrace.Test.Lost do
   def lose_list(_n), do: :erlang.nif_error(:not_loaded)
   def lose_in_vm_free(_size), do: :erlang.nif_error(:not_loaded)
   def lose_in_vm_carrier(_size), do: :erlang.nif_error(:not_loaded)
+  def lose_in_port(_size), do: :erlang.nif_error(:not_loaded)
   def lose_in_heap_binary(_size), do: :erlang.nif_error(:not_loaded)
   def lose_in_fun(_size), do: :erlang.nif_error(:not_loaded)
   def lose_in_atom(_size), do: :erlang.nif_error(:not_loaded)

@@ -216,6 +216,38 @@ static ERL_NIF_TERM lose_in_vm_carrier(ErlNifEnv *env, int argc, const ERL_NIF_T
     return lose_by(env, argv, make_in_vm_carrier);
 }
 
+/* lose_in_port(size): a block of size bytes whose address only the `reds` word of a port made by
+ * hand holds, laid out as the VM's port structs are (layouts.h): an empty I/O queue at offset
+ * 288, the name "fd" at the block's end, and the address where the int reds and its padding lie.
+ * The port is a block a static keeps. Returns the address xor MASK. */
+#define PORTS 16
+static uintptr_t *ports[PORTS];
+static unsigned ports_used;
+
+static void make_in_port(void *arg)
+{
+    struct in_vm *v = arg;
+    enum { WORDS = 74, IOQ = 36, V = IOQ + 4, B = IOQ + 14, NAME = IOQ + 23, AT = 72 };
+    uintptr_t *b = ports_used < PORTS ? calloc(WORDS, sizeof *b) : NULL;
+    if (!b) return;
+    uintptr_t p = (uintptr_t)masked_block(v->size);
+    b[IOQ] = b[IOQ + 2] = b[IOQ + 3] = (uintptr_t)(b + V);
+    b[IOQ + 1] = (uintptr_t)(b + V + 10);
+    b[B] = b[B + 2] = b[B + 3] = (uintptr_t)(b + B + 4);
+    b[B + 1] = (uintptr_t)(b + B + 9);
+    memcpy(b + AT, "fd", 3);
+    b[NAME] = (uintptr_t)(b + AT);
+    b[NAME + 9] = p;
+    ports[ports_used++] = b;
+    v->masked = (uint64_t)p ^ MASK;
+}
+
+static ERL_NIF_TERM lose_in_port(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    return lose_by(env, argv, make_in_port);
+}
+
 /* lose_in_heap(size): a block of size bytes whose address only an 8-byte Erlang heap binary made
  * here holds, on the calling process's heap; the binary is not returned, so it is dead at once.
  * Made deep in the stack, as the others are. Returns the address xor MASK. */
@@ -974,6 +1006,7 @@ static ErlNifFunc funcs[] = {
     {"lose_raw", 2, lose_raw, 0},
     {"lose_in_vm_free", 1, lose_in_vm_free, 0},
     {"lose_in_vm_carrier", 1, lose_in_vm_carrier, 0},
+    {"lose_in_port", 1, lose_in_port, 0},
     {"lose_in_heap_binary", 1, lose_in_heap_binary, 0},
     {"lose_in_fun", 1, lose_in_fun, 0},
     {"lose_in_atom", 1, lose_in_atom, 0},
