@@ -243,8 +243,8 @@ static int atom(struct ctx *c, const uintptr_t *w)
 static void scan_words(struct ctx *c, const void *p, size_t len, uintptr_t at)
 {
     const uintptr_t *w = p;
-    size_t padded =
-        SIZE_MAX; /* a word partly data: a heap binary's last, a fun's, an atom's, a port's */
+    /* a word partly data: a heap binary's last, a fun's, an atom's, a port's reds */
+    size_t padded = SIZE_MAX;
     uintptr_t data = 0, text;
     /* a block without a record is read to its usable size: its strings' ends are told */
     int untold = c->self != MT_SNAPSHOT_NONE && c->s->rec[c->self].stack == MT_SNAPSHOT_UNRECORDED;
@@ -280,12 +280,12 @@ static void scan_words(struct ctx *c, const void *p, size_t len, uintptr_t at)
             mt_layout_ioqueue(w + k, n - k, at + k * sizeof *w, &live)) {
             for (size_t j = 0; j < MT_IOQ_WORDS; j++)
                 if (live >> j & 1) consider(c, w[k + j], at + (k + j) * sizeof *w);
-            k += MT_IOQ_WORDS;
-            if (k < n && mt_layout_port_reds(w + k, n - k, at + k * sizeof *w)) {
-                padded = k + MT_PORT_REDS;
+            size_t tail = k + MT_IOQ_WORDS;
+            if (tail < n && mt_layout_port_reds(w + tail, n - tail, at + tail * sizeof *w)) {
+                padded = tail + MT_PORT_REDS;
                 data = MT_PORT_REDS_DATA;
             }
-            k--;
+            k = tail - 1;
             continue;
         }
         if (k >= 3 && mt_layout_procbin(w + k - 3, n - (k - 3)) && dead_procbin(c, w, k)) {
