@@ -14,8 +14,7 @@ defmodule Mtrace.DemoTest do
   # OTP 27's dead references to freed binaries (BinRefs) are not told apart yet (see LeaksTest),
   # and in Debian 13's image one run of 30 missed one of part 1's C++ buffers (what held it was
   # not looked at).
-  @otp27_binaries if String.to_integer(System.otp_release()) >= 27,
-                    do: "OTP 27's dead references to freed binaries are not recognized yet"
+  @otp27_binaries Mtrace.Test.Helpers.otp27_binaries()
   if @otp27_binaries do
     IO.puts("\nMtrace.DemoTest skips its test: #{@otp27_binaries}")
     @tag skip: @otp27_binaries
