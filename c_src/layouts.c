@@ -50,6 +50,11 @@ int mt_layout_binary_place(uintptr_t at, uintptr_t addr, size_t size)
     return at == addr || size >= MT_CARRIER_MIN;
 }
 
+int mt_layout_binary27_live(const uintptr_t head[4], size_t room)
+{
+    return head[0] < BINARY_FLAGS && head[2] >= 1 && head[2] <= UINT32_MAX && head[3] <= room;
+}
+
 /* BIN_FLAG_MAGIC */
 #define BINARY_MAGIC 1
 
@@ -67,6 +72,12 @@ int mt_layout_matchstate(const uintptr_t *w, size_t n)
 
 /* ERL_ONHEAP_BIN_LIMIT */
 #define HEAPBIN_LIMIT 64
+
+int mt_layout_subbits(const uintptr_t *w, size_t n)
+{
+    return n >= MT_SUBBITS_WORDS && w[0] == MT_SUBBITS_HEADER && w[1] > HEAPBIN_LIMIT &&
+           w[2] <= w[3] && (w[4] & 3) == 2;
+}
 
 static int printable(unsigned char b)
 {

@@ -53,6 +53,18 @@ int mt_layout_binary_live(const uintptr_t head[3], uintptr_t size, size_t room);
 #define MT_CARRIER_MIN ((size_t)64 << 10)
 int mt_layout_binary_place(uintptr_t at, uintptr_t addr, size_t size);
 
+/* An Erlang BinRef of OTP 27, the reference to an off-heap binary that replaced the ProcBin: a
+ * thing word (arity 2, subtag BIN_REF), val (the Binary) and the next off-heap item. OTP 27's
+ * Binary has a header of MT_BINARY27_HEADER bytes, {flags, a word it leaves unwritten, reference
+ * count, original size}. mt_layout_binary27_live(): whether that head is a live Binary's, with
+ * `room` bytes past its header (flags of OTP's few bits, a count from 1 to 2^32 - 1, an original
+ * size that fits); where one can start is mt_layout_binary_place's rule. The thing word alone is
+ * a weak sign (168 is a plausible length in C data before a buffer's pointer), so the mark takes
+ * it only in the VM's own memory (reach.c). */
+#define MT_BINREF_HEADER 0xA8
+#define MT_BINARY27_HEADER 32
+int mt_layout_binary27_live(const uintptr_t head[4], size_t room);
+
 /* An Erlang MRef of OTP 25 and 26, a reference to a magic binary (a NIF resource, an ETS table's
  * identity): a thing word (arity 2, subtag REF), mb (the magic binary) and the next off-heap
  * item. mt_layout_magic_live(): whether head = {flags, reference count} at mb is a live magic
@@ -69,6 +81,19 @@ int mt_layout_magic_live(const uintptr_t head[2]);
 #define MT_MATCHSTATE_HEADER 0x104
 #define MT_MATCHSTATE_WORDS 5
 int mt_layout_matchstate(const uintptr_t *w, size_t n);
+
+/* Whether the n words at w start an Erlang sub-bitstring of OTP 27 (ErlSubBits: a binary's part,
+ * a match context, a writable binary): a thing word (arity 4, subtag SUB_BITS), base_flags (a raw
+ * pointer into the binary's bytes, its two low bits flags), then start and end in bits (start <=
+ * end) and orig (the BinRef or heap bitstring's term: boxed, low bits 2). As in OTP 25's match
+ * state, base never keeps anything: orig keeps the binary, and the collector remakes base from
+ * it. Dead ones lie in the garbage of process heaps, their base pointing into whatever malloc
+ * gave the freed binary's chunk to (bin/demo in Debian 13's image kept a lost C++ buffer so). The
+ * same thing word is an OTP 25 heap binary of 17 to 24 bytes, whose next word, its size, is no
+ * pointer. */
+#define MT_SUBBITS_HEADER 0x124
+#define MT_SUBBITS_WORDS 5
+int mt_layout_subbits(const uintptr_t *w, size_t n);
 
 /* An Erlang heap binary of OTP 25 and 26 (ErlHeapBin): a thing word, (1 + its data's words) << 6
  * | MT_HEAPBIN_SUBTAG, its size in bytes (1 to 64, ERL_ONHEAP_BIN_LIMIT), then its data. The VM

@@ -63,7 +63,8 @@ struct ctx {
      * the root being read is one where the asker's own copies of it lie (see reach.h). */
     uintptr_t hide;
     int hiding;
-    uintptr_t jit;            /* the GDB JIT interface's descriptor (layouts.h), 0 when none */
+    int vm;        /* the root being read is anonymous memory that is no thread's stack: the VM's */
+    uintptr_t jit; /* the GDB JIT interface's descriptor (layouts.h), 0 when none */
     struct mt_beam_gaps gaps; /* the unused parts of the VM's process heaps (beam_heaps.h) */
 };
 
@@ -231,6 +232,18 @@ static int dead_mref(struct ctx *c, uintptr_t w)
     return got < 0 || (got && !mt_layout_magic_live(head));
 }
 
+/* A dead Erlang reference to an off-heap binary of OTP 27 at w, a BinRef's val (layouts.h): as
+ * for dead_procbin, with OTP 27's Binary header. */
+static int dead_binref(struct ctx *c, uintptr_t w)
+{
+    size_t i = mt_snapshot_find(c->s, w);
+    uintptr_t head[MT_BINARY27_HEADER / sizeof(uintptr_t)];
+    if (i == MT_SNAPSHOT_NONE) return 0;
+    int got = binary_head(c, w, i, head, MT_BINARY27_HEADER / sizeof *head);
+    uintptr_t end = c->s->rec[i].addr + c->s->rec[i].size;
+    return got < 0 || (got && !mt_layout_binary27_live(head, end - w - MT_BINARY27_HEADER));
+}
+
 /* Whether the words at w are an entry of the VM's atom table, by its name, read (layouts.h). */
 static int atom(struct ctx *c, const uintptr_t *w)
 {
@@ -293,7 +306,9 @@ static void scan_words(struct ctx *c, const void *p, size_t len, uintptr_t at)
             continue;
         }
         if (k >= 1 && w[k - 1] == MT_MREF_HEADER && dead_mref(c, w[k])) continue;
+        if (c->vm && k >= 1 && w[k - 1] == MT_BINREF_HEADER && dead_binref(c, w[k])) continue;
         if (k >= 2 && mt_layout_matchstate(w + k - 2, n - (k - 2))) continue; /* its base */
+        if (k >= 1 && mt_layout_subbits(w + k - 1, n - (k - 1))) continue;    /* its base */
         consider(c, w[k], at + k * sizeof *w);
     }
 }
@@ -658,8 +673,10 @@ static void scan_roots(struct ctx *c, uintptr_t own_lo, uintptr_t own_hi)
         c->hiding = c->hide && hides(c, lo, hi, plen != 0);
         uintptr_t from = live_from(c, lo, hi),
                   tcb_lo = from == lo && !plen ? exited_tcb(&tcb, lo, hi) : 0;
+        c->vm = from == lo && !plen;
         scan_minus_own(c, tcb_lo ? tcb_lo : from, hi);
     }
+    c->vm = 0;
     c->hiding = 0;
 }
 

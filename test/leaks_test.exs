@@ -407,14 +407,6 @@ defmodule Mtrace.LeaksTest do
     refute Enum.any?(last, &match?({^a, _}, &1)), inspect(last)
   end
 
-  # OTP 27 refers to off-heap binaries through BinRefs, whose dead copies reach.c does not know
-  # yet: there 55 to 57 of 60 are found (Debian 13's image, one run).
-  @otp27_binaries Mtrace.Test.Helpers.otp27_binaries()
-  if @otp27_binaries do
-    IO.puts("\nMtrace.LeaksTest skips three tests: #{@otp27_binaries}")
-    @tag skip: @otp27_binaries
-  end
-
   test "a block lost in the chunk of a freed off-heap binary is found, though the VM keeps a dead reference to it" do
     # With +MBe false an off-heap binary is a malloc block. Dropped and collected, its chunk goes
     # to the next malloc of that size on the thread (the NIF's, whose call site was run once
@@ -426,16 +418,12 @@ defmodule Mtrace.LeaksTest do
     found_in_chunks("Lost.lose_in_binary_chunks(60)")
   end
 
-  if @otp27_binaries, do: @tag(skip: @otp27_binaries)
-
   test "a block lost unwritten in the chunk of a freed 1100-byte binary is found: malloc's links lie where the Binary's flags and count were" do
     # 1124 bytes are past the tcaches: the freed chunk waits in glibc's unsorted bin, whose links
     # take the Binary's flags and reference count, and the next malloc of its size takes it as
     # it is. A count that is not zero is no proof of a live Binary: flags that are no flags are.
     found_in_chunks("Lost.lose_in_binary_chunks(60, 1100, true)")
   end
-
-  if @otp27_binaries, do: @tag(skip: @otp27_binaries)
 
   test "blocks lost over the chunks of binaries whose ProcBins the collector moved are found" do
     # Kept across one collection, a binary's ProcBin is copied and its old place keeps val under

@@ -394,6 +394,23 @@ defmodule Mtrace.WhyTest do
     three_found("Lost.lose_in_port(48)")
   end
 
+  test "the base of a dead OTP 27 sub-bitstring keeps nothing" do
+    # lose_in_sub_bits/1: the only word that points into the block is the base of a
+    # sub-bitstring (a match context: thing word 0x124, base | 1, start, end, orig) in an
+    # anonymous mapping: orig keeps a binary, base never does (layouts.h). Read as a pointer, it
+    # kept every block (why/2: that mapping); bin/demo in Debian 13's image lost a C++ buffer to
+    # a dead one in a process heap.
+    three_found("Lost.lose_in_sub_bits(4096)")
+  end
+
+  test "a dead OTP 27 BinRef keeps nothing" do
+    # lose_in_bin_ref/1: the only word that holds the block is the val of a BinRef (thing word
+    # 0xA8, val, next) in an anonymous mapping, and the block is no live Binary (layouts.h). Read
+    # as a pointer, it kept every block (why/2: that mapping); bin/demo in Debian 13's image lost
+    # a C++ buffer and an enif_alloc one to dead ones in process heaps.
+    three_found("Lost.lose_in_bin_ref(4096)")
+  end
+
   test "the unwritten bytes of an atom's index word keep nothing" do
     # lose_in_atom/1: the only word that held the block is the index word of an atom table entry
     # (hash, index, lengths, name: "application_controller"), in an anonymous mapping: its low

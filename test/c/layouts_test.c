@@ -63,6 +63,41 @@ static void matchstates(void)
     check(!mt_layout_matchstate(ms, MT_MATCHSTATE_WORDS), "another arity is not");
 }
 
+static void sub_bits(void)
+{
+    const uintptr_t orig = 0x7f00abcdef0a, base = 0x7f0012345691;
+    uintptr_t sb[MT_SUBBITS_WORDS] = {MT_SUBBITS_HEADER, base, 0, 0x7180, orig};
+    check(mt_layout_subbits(sb, MT_SUBBITS_WORDS),
+          "an OTP 27 sub-bitstring is taken: base is skipped");
+    check(!mt_layout_subbits(sb, MT_SUBBITS_WORDS - 1), "one cut short is not");
+    sb[4] = orig + 1;
+    check(!mt_layout_subbits(sb, MT_SUBBITS_WORDS), "an orig that is not boxed is not");
+    sb[4] = orig;
+    sb[2] = 0x7188;
+    check(!mt_layout_subbits(sb, MT_SUBBITS_WORDS), "a start past the end is not");
+    sb[2] = 0;
+    sb[1] = 20;
+    check(!mt_layout_subbits(sb, MT_SUBBITS_WORDS),
+          "an OTP 25 heap binary of the same thing word (its size next) is not");
+    sb[1] = base;
+    sb[0] = MT_SUBBITS_HEADER + 0x40;
+    check(!mt_layout_subbits(sb, MT_SUBBITS_WORDS), "another arity is not");
+}
+
+static void binaries27(void)
+{
+    uintptr_t live[4] = {0, 0x7f0012345000, 1, 1000};
+    check(mt_layout_binary27_live(live, 1000),
+          "a live OTP 27 Binary: flags, an unwritten word, a count, its size");
+    live[1] = 0;
+    live[2] = 0;
+    check(!mt_layout_binary27_live(live, 1000), "a count of 0 is no live one");
+    live[2] = 1;
+    check(!mt_layout_binary27_live(live, 999), "nor a size past its room");
+    live[0] = 0x7f0012345000;
+    check(!mt_layout_binary27_live(live, 1000), "nor flags that are a pointer");
+}
+
 static void binaries(void)
 {
     const uintptr_t link = 0x7f0012345000;
@@ -379,11 +414,13 @@ int main(void)
 {
     procbins();
     matchstates();
+    sub_bits();
     funs();
     atoms();
     heap_binaries();
     text_ends();
     binaries();
+    binaries27();
     segments();
     carriers();
     free_blocks();

@@ -20,13 +20,6 @@ defmodule Mtrace.Test.Helpers do
 
   def mtrace_so, do: Path.expand("../../priv/mtrace.so", __DIR__)
 
-  # Why a test that needs OTP 27's dead references to freed binaries (BinRefs) told apart skips
-  # there, which reach.c does not do yet; nil before OTP 27.
-  def otp27_binaries do
-    if String.to_integer(System.otp_release()) >= 27,
-      do: "OTP 27's dead references to freed binaries are not recognized yet"
-  end
-
   @doc """
   The MTRACE_* variables the library reads, as its build lists them from its one declaration
   (c_src/config.c, priv/mtrace-options.txt): {name, default, meaning}.

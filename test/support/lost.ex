@@ -13,6 +13,8 @@ defmodule Mtrace.Test.Lost do
   def lose_in_vm_free(_size), do: :erlang.nif_error(:not_loaded)
   def lose_in_vm_carrier(_size), do: :erlang.nif_error(:not_loaded)
   def lose_in_port(_size), do: :erlang.nif_error(:not_loaded)
+  def lose_in_sub_bits(_size), do: :erlang.nif_error(:not_loaded)
+  def lose_in_bin_ref(_size), do: :erlang.nif_error(:not_loaded)
   def lose_in_heap_binary(_size), do: :erlang.nif_error(:not_loaded)
   def lose_in_fun(_size), do: :erlang.nif_error(:not_loaded)
   def lose_in_atom(_size), do: :erlang.nif_error(:not_loaded)

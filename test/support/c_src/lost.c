@@ -387,6 +387,51 @@ static uintptr_t *vm_words(unsigned n)
     return page + used - n;
 }
 
+/* lose_in_sub_bits(size): a block of size bytes into which only the base of an OTP 27
+ * sub-bitstring points (layouts.h), 32 bytes in, past a Binary's header, with a match context's
+ * flag, in an anonymous mapping, as a dead one in a process heap was found. Returns the address
+ * xor MASK. */
+static void make_in_sub_bits(void *arg)
+{
+    struct in_vm *v = arg;
+    uintptr_t *sb = vm_words(5);
+    if (!sb) return;
+    uintptr_t p = (uintptr_t)masked_block(v->size);
+    sb[0] = 0x124;
+    sb[1] = (p + 32) | 1;
+    sb[2] = 0;
+    sb[3] = 8 * (v->size - 32);
+    sb[4] = (uintptr_t)(sb - 2) | 2;
+    v->masked = (uint64_t)p ^ MASK;
+}
+
+static ERL_NIF_TERM lose_in_sub_bits(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    return lose_by(env, argv, make_in_sub_bits);
+}
+
+/* lose_in_bin_ref(size): a block of size bytes whose address only the val of an OTP 27 BinRef
+ * holds (layouts.h: thing word 0xA8, val, next), in an anonymous mapping, as a dead one in a
+ * process heap was found: the block, zeroed, is no live Binary. Returns the address xor MASK. */
+static void make_in_bin_ref(void *arg)
+{
+    struct in_vm *v = arg;
+    uintptr_t *br = vm_words(3);
+    if (!br) return;
+    uintptr_t p = (uintptr_t)masked_block(v->size);
+    br[0] = 0xA8;
+    br[1] = p;
+    br[2] = 0;
+    v->masked = (uint64_t)p ^ MASK;
+}
+
+static ERL_NIF_TERM lose_in_bin_ref(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    return lose_by(env, argv, make_in_bin_ref);
+}
+
 /* lose_in_heap_binary(size): a block of size bytes whose address only the last word of an
  * Erlang heap binary holds: the binary's 17 bytes of data end with the address's low byte, and
  * the word's 7 bytes after them, which the VM never writes, hold the rest of it (layouts.h).
@@ -1007,6 +1052,8 @@ static ErlNifFunc funcs[] = {
     {"lose_in_vm_free", 1, lose_in_vm_free, 0},
     {"lose_in_vm_carrier", 1, lose_in_vm_carrier, 0},
     {"lose_in_port", 1, lose_in_port, 0},
+    {"lose_in_sub_bits", 1, lose_in_sub_bits, 0},
+    {"lose_in_bin_ref", 1, lose_in_bin_ref, 0},
     {"lose_in_heap_binary", 1, lose_in_heap_binary, 0},
     {"lose_in_fun", 1, lose_in_fun, 0},
     {"lose_in_atom", 1, lose_in_atom, 0},
