@@ -342,21 +342,27 @@ defmodule Mtrace.WhyTest do
   test "a word in the unused part of the asking process's own heap keeps nothing" do
     # As above, but the process that holds the word asks leaks/1 itself: it runs (the NIF, on a
     # dirty scheduler) while the mark reads, and its heap is left out as the asker's
-    # (mt_beam_heaps_asker): its NIF makes no term before the mark. Twelve tries: in Debian 13's
-    # image six once left no word there.
+    # (mt_beam_heaps_asker): its NIF makes no term before the mark. Twelve tries a node, in up to
+    # three nodes: where the VM places a heap varies by node, and in Debian 13's image six tries
+    # once left no word there, in Debian 12 twelve tries of one node once did.
     tries =
-      in_node("""
-      ask = fn masked ->
-        found = for s <- Mtrace.leaks(blocks: true, gc: false, min_age: 0), do: s.address
-        Bitwise.bxor(masked, m) in found
-      end
+      Enum.reduce_while(1..3, [], fn _, _ ->
+        tries =
+          in_node("""
+          ask = fn masked ->
+            found = for s <- Mtrace.leaks(blocks: true, gc: false, min_age: 0), do: s.address
+            Bitwise.bxor(masked, m) in found
+          end
 
-      for _ <- 1..12 do
-        {pid, _masked, held, found} = Lost.lose_in_free_heap(64, ask)
-        send(pid, :stop)
-        {held != false, found}
-      end
-      """)
+          for _ <- 1..12 do
+            {pid, _masked, held, found} = Lost.lose_in_free_heap(64, ask)
+            send(pid, :stop)
+            {held != false, found}
+          end
+          """)
+
+        if Enum.any?(tries, &elem(&1, 0)), do: {:halt, tries}, else: {:cont, tries}
+      end)
 
     held = for {true, found} <- tries, do: found
     assert held != [], "no try left the word in the unused part: #{inspect(tries)}"
