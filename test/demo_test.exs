@@ -11,17 +11,6 @@ defmodule Mtrace.DemoTest do
   @root Path.expand("..", __DIR__)
   @clean [{"LD_PRELOAD", nil}, {"MIX_ENV", nil}, {"ERL_AFLAGS", nil}]
 
-  # In Debian 13's image (OTP 27, Elixir 1.18) stale words that reach.c does not tell apart yet
-  # still keep a lost block now and then: with two busy loops beside it, 1 run of 150 (after the
-  # BinRef and sub-bitstring rules; 31 of 450 before them). Their holders, named by why/2: the
-  # unwritten part of an inet driver's descriptor (Mix's TCP port), a 360-byte VM block that
-  # the JIT's code points to, and a ~110-byte block in literal_alloc's memory.
-  if String.to_integer(System.otp_release()) >= 27 do
-    @otp27 "OTP 27's VM keeps stale words in structures not yet told apart"
-    IO.puts("\nMtrace.DemoTest skips its test: #{@otp27}")
-    @tag skip: @otp27
-  end
-
   test "bin/demo lists every lost block, and nothing else, in ten runs" do
     runs =
       for run <- 1..10 do
