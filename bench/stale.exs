@@ -4,7 +4,9 @@
 # apart (what one found stays found: the lost bit), then why/2 of each lost block they missed: where the words that keep lost blocks sit (issue 26, part 2). Prints
 # the blocks lost, found by each scan, and the missed ones by holder: the root's kind and name, the links,
 # and the size and first program frame of the block that holds the word (:direct: a root does);
-# nil: only a word equal to the block's address in the VM's memory, which why/2 does not count.
+# nil: why/2's own scan found the block lost, so its holder was a word equal to the block's
+# address in the VM's memory (which why/2 does not count), or one gone since the last scan (a dead
+# term that a collection has since cleared).
 alias Mtrace.Test.Lost
 
 m = Lost.mask()
