@@ -193,14 +193,18 @@ static void keep_jit(struct ctx *c)
     }
 }
 
-/* The first n words of a Binary that would start at v, in snapshot block i, into head. Returns 1
- * when read, 0 when they cannot be (nothing is concluded), -1 when no live Binary can start
- * there: v is not where the VM places one in that block, or its head would run past the block. */
-static int binary_head(struct ctx *c, uintptr_t v, size_t i, uintptr_t *head, size_t n)
+/* The first n words of a Binary that would start at v, into head, and in *room the bytes of its
+ * block past them. Returns 1 when read; 0 when nothing is concluded (v lies in no block, or the
+ * words cannot be read); -1 when no live Binary can start there: v is not where the VM places one
+ * in its block, or its head would run past the block. */
+static int binary_head(struct ctx *c, uintptr_t v, uintptr_t *head, size_t n, size_t *room)
 {
+    size_t i = mt_snapshot_find(c->s, v);
+    if (i == MT_SNAPSHOT_NONE) return 0;
     uintptr_t start = c->s->rec[i].addr, end = start + c->s->rec[i].size;
     if (!mt_layout_binary_place(v, start, c->s->rec[i].size) || v + n * sizeof *head > end)
         return -1;
+    *room = end - v - n * sizeof *head;
     return read_mem(c, v, n * sizeof *head, head) == n * sizeof *head;
 }
 
@@ -212,23 +216,19 @@ static int binary_head(struct ctx *c, uintptr_t v, size_t i, uintptr_t *head, si
  * of its own with +MBe false, or lies inside a carrier the VM took from malloc. */
 static int dead_procbin(struct ctx *c, const uintptr_t *w, size_t k)
 {
-    size_t i = mt_snapshot_find(c->s, w[k]);
     uintptr_t head[MT_BINARY_HEADER / sizeof(uintptr_t)];
-    if (i == MT_SNAPSHOT_NONE) return 0;
-    int got = binary_head(c, w[k], i, head, MT_BINARY_HEADER / sizeof *head);
-    uintptr_t end = c->s->rec[i].addr + c->s->rec[i].size;
-    return got < 0 ||
-           (got && !mt_layout_binary_live(head, w[k - 2], end - w[k] - MT_BINARY_HEADER));
+    size_t room;
+    int got = binary_head(c, w[k], head, MT_BINARY_HEADER / sizeof *head, &room);
+    return got < 0 || (got && !mt_layout_binary_live(head, w[k - 2], room));
 }
 
 /* A dead Erlang reference to a magic binary (a resource, for one) at w, an MRef's mb (layouts.h):
  * mb lies in a block where no live magic binary starts, as for dead_procbin. */
 static int dead_mref(struct ctx *c, uintptr_t w)
 {
-    size_t i = mt_snapshot_find(c->s, w);
     uintptr_t head[2];
-    if (i == MT_SNAPSHOT_NONE) return 0;
-    int got = binary_head(c, w, i, head, 2);
+    size_t room;
+    int got = binary_head(c, w, head, 2, &room);
     return got < 0 || (got && !mt_layout_magic_live(head));
 }
 
@@ -236,12 +236,10 @@ static int dead_mref(struct ctx *c, uintptr_t w)
  * for dead_procbin, with OTP 27's Binary header. */
 static int dead_binref(struct ctx *c, uintptr_t w)
 {
-    size_t i = mt_snapshot_find(c->s, w);
     uintptr_t head[MT_BINARY27_HEADER / sizeof(uintptr_t)];
-    if (i == MT_SNAPSHOT_NONE) return 0;
-    int got = binary_head(c, w, i, head, MT_BINARY27_HEADER / sizeof *head);
-    uintptr_t end = c->s->rec[i].addr + c->s->rec[i].size;
-    return got < 0 || (got && !mt_layout_binary27_live(head, end - w - MT_BINARY27_HEADER));
+    size_t room;
+    int got = binary_head(c, w, head, MT_BINARY27_HEADER / sizeof *head, &room);
+    return got < 0 || (got && !mt_layout_binary27_live(head, room));
 }
 
 /* Whether the words at w are an entry of the VM's atom table, by its name, read (layouts.h). */
@@ -671,9 +669,9 @@ static void scan_roots(struct ctx *c, uintptr_t own_lo, uintptr_t own_hi)
             (plen == 0 && arena_heap(c, lo, hi)))
             continue;
         c->hiding = c->hide && hides(c, lo, hi, plen != 0);
-        uintptr_t from = live_from(c, lo, hi),
-                  tcb_lo = from == lo && !plen ? exited_tcb(&tcb, lo, hi) : 0;
+        uintptr_t from = live_from(c, lo, hi);
         c->vm = from == lo && !plen;
+        uintptr_t tcb_lo = c->vm ? exited_tcb(&tcb, lo, hi) : 0;
         scan_minus_own(c, tcb_lo ? tcb_lo : from, hi);
     }
     c->vm = 0;
