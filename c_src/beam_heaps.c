@@ -41,9 +41,10 @@
 /* Where the fields lie, in words of a Process, once learnt: top (the heap top, the stack top
  * after it), heap (start, end, abandoned heap, size in words), old (high water, old end, old top,
  * old start); state in bytes; span: the bytes read of each. table: the address of erts_proc's
- * table pointer, its 32-bit size two words on. */
+ * table pointer, its free id list's after it and its 32-bit size two words on; ports: the same
+ * in erts_port (0 when not found). */
 static struct {
-    uintptr_t table;
+    uintptr_t table, ports;
     size_t top, heap, old, state, span;
     int learnt;
 } shape;
@@ -154,8 +155,8 @@ static size_t agreed(const struct seen *p, size_t n, enum field f, size_t lo, si
     return found;
 }
 
-static int learn(uint64_t limit, uint64_t self, const struct mt_beam_known known[2],
-                 const char **why)
+static int learn(uint64_t limit, uint64_t port_limit, uint64_t self,
+                 const struct mt_beam_known known[2], const char **why)
 {
     *why = "no process table (erts_proc): not a BEAM";
     void *base = dlsym(RTLD_DEFAULT, "erts_proc");
@@ -188,6 +189,8 @@ static int learn(uint64_t limit, uint64_t self, const struct mt_beam_known known
     *why = "the state did not agree";
     if (!(shape.state = agreed(p, 3, STATE, (shape.heap + 4) * WORD, LEARN_BYTES - 4, 4))) goto out;
     shape.table = table;
+    void *ports = dlsym(RTLD_DEFAULT, "erts_port");
+    shape.ports = ports ? find_table((uintptr_t)ports, port_limit) : 0;
     size_t end = (shape.old + 4) * WORD;
     shape.span = shape.state + 4 > end ? shape.state + 4 : end;
     rc = 0;
@@ -196,13 +199,13 @@ out:
     return rc;
 }
 
-int mt_beam_heaps_learn(uint64_t limit, uint64_t self, const struct mt_beam_known known[2],
-                        const char **why)
+int mt_beam_heaps_learn(uint64_t limit, uint64_t port_limit, uint64_t self,
+                        const struct mt_beam_known known[2], const char **why)
 {
     pthread_mutex_lock(&learning);
     int rc = 0;
     if (!__atomic_load_n(&shape.learnt, __ATOMIC_ACQUIRE)) {
-        rc = learn(limit, self, known, why);
+        rc = learn(limit, port_limit, self, known, why);
         if (rc == 0) __atomic_store_n(&shape.learnt, 1, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&learning);
@@ -243,11 +246,11 @@ static int take(struct mt_beam_gaps *g, const uintptr_t *w)
     }
     if (stop > top) {
         if (room(g) != 0) return -1;
-        g->gap[g->n++] = (struct mt_beam_gap){top, stop};
+        g->gap[g->n++] = (struct mt_beam_gap){top, stop, 0};
     }
     if (old && oend > otop) {
         if (room(g) != 0) return -1;
-        g->gap[g->n++] = (struct mt_beam_gap){otop, oend};
+        g->gap[g->n++] = (struct mt_beam_gap){otop, oend, 0};
     }
     return 0;
 }
@@ -269,6 +272,19 @@ static int take_batch(struct mt_beam_gaps *g, const uintptr_t *e, size_t k, char
             if (take(g, (const uintptr_t *)(buf + j * shape.span)) != 0) return -1;
         from += whole < n ? whole + 1 : n;
     }
+    return 0;
+}
+
+/* The free id list of the table whose pointer is at table: a 32-bit id for each entry. */
+static int take_ids(struct mt_beam_gaps *g, uintptr_t table)
+{
+    uintptr_t head[3];
+    uint32_t max;
+    if (!table || mt_proc_read(table, head, sizeof head) != 0) return 0;
+    memcpy(&max, &head[2], sizeof max);
+    if (!head[1]) return 0;
+    if (room(g) != 0) return -1;
+    g->gap[g->n++] = (struct mt_beam_gap){head[1], head[1] + (uintptr_t)max * 4, 1};
     return 0;
 }
 
@@ -303,6 +319,8 @@ int mt_beam_heaps_gaps(struct mt_beam_gaps *g)
         rc = take_batch(g, used, n, procs, pid);
     }
     mt_mem_unmap(buf, scratch);
+    if (rc == 0) rc = take_ids(g, shape.table);
+    if (rc == 0) rc = take_ids(g, shape.ports);
     if (rc != 0) {
         mt_beam_heaps_drop(g);
         return -1;
@@ -328,17 +346,17 @@ void mt_beam_heaps_drop(struct mt_beam_gaps *g)
     *g = (struct mt_beam_gaps){0};
 }
 
-size_t mt_beam_gaps_clear(const struct mt_beam_gaps *g, void *buf, size_t len, uintptr_t at)
+void mt_beam_gaps_clear(const struct mt_beam_gaps *g, void *buf, size_t len, uintptr_t at,
+                        struct mt_beam_cleared *cleared)
 {
-    if (!g->n || !len) return 0;
-    size_t i = gap_after(g->gap, 0, g->n, at), cleared = 0;
+    if (!g->n || !len) return;
+    size_t i = gap_after(g->gap, 0, g->n, at);
     uintptr_t end = at + len;
     for (i = i ? i - 1 : 0; i < g->n && g->gap[i].lo < end; i++) {
         uintptr_t lo = g->gap[i].lo > at ? g->gap[i].lo : at;
         uintptr_t hi = g->gap[i].hi < end ? g->gap[i].hi : end;
         if (lo >= hi) continue;
         memset((char *)buf + (lo - at), 0, hi - lo);
-        cleared += hi - lo;
+        *(g->gap[i].ids ? &cleared->ids : &cleared->heaps) += hi - lo;
     }
-    return cleared;
 }

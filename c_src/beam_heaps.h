@@ -1,4 +1,5 @@
-/* beam_heaps.h: the unused part of each Erlang process's heaps, which the mark does not read.
+/* beam_heaps.h: the unused part of each Erlang process's heaps, and the process and port
+ * tables' free id lists, which the mark does not read.
  *
  * A process's heap is one block of the VM's eheap_alloc: its terms grow up from the block's start
  * to the heap top, its stack down from the block's end to the stack top. Between the two lies
@@ -20,6 +21,12 @@
  * (exported by beam.smp), its entries and size found by the process limit. A layout that does
  * not agree so is not learnt, and nothing is left out.
  *
+ * Each of the VM's two tables, erts_proc and erts_port (found by the port limit), keeps beside its
+ * entries a list of the ids it hands out next: one 32-bit number an entry, never a pointer. Two
+ * of them side by side read as one word, and with a process limit of 262144 the list holds
+ * pairs such as (n, n + 4096) for nearly every 18-bit n: a thread arena whose address has high half
+ * h is pointed into at offset h - 4096 (bin/demo's last C++ buffer was kept so, 2 runs in 1100).
+ *
  * Contract
  * - mt_beam_heaps_learn(): from a NIF on a normal scheduler, the threads going: dlsym and
  *   process_vm_readv; no malloc. Returns 0 once a layout is learnt (at once when it was
@@ -29,10 +36,11 @@
  *   its own code or a system task (its heap top and stack top may then be in a register, newer
  *   than its struct), nor exiting, free or in a delayed collection, and whose pointers agree
  *   (start <= top <= stack top <= end, end - start its size), gives its gaps [heap top, stack
- *   top) and [old top, old end). Returns 0 (g->n == 0 when no layout was learnt), or -1 when
- *   memory for the list cannot be mapped (then no gap is left out).
- * - mt_beam_gaps_clear(): zeroes the bytes of the copy buf, of [at, at + len), that lie in a gap;
- *   returns how many. Pure.
+ *   top) and [old top, old end); each table's free id list is one gap more. Returns 0 (g->n == 0
+ *   when no layout was learnt), or -1 when memory for the list cannot be mapped (then no gap is
+ *   left out).
+ * - mt_beam_gaps_clear(): zeroes the bytes of the copy buf, of [at, at + len), that lie in a gap,
+ *   and adds how many to *cleared, heaps' and id lists' apart. Pure.
  */
 #ifndef MTRACE_BEAM_HEAPS_H
 #define MTRACE_BEAM_HEAPS_H
@@ -52,11 +60,12 @@ struct mt_beam_known {
 #define MT_BEAM_PRIO_NORMAL 0xAu
 #define MT_BEAM_PRIO_HIGH 0x5u
 
-int mt_beam_heaps_learn(uint64_t limit, uint64_t self, const struct mt_beam_known known[2],
-                        const char **why);
+int mt_beam_heaps_learn(uint64_t limit, uint64_t port_limit, uint64_t self,
+                        const struct mt_beam_known known[2], const char **why);
 
 struct mt_beam_gap {
     uintptr_t lo, hi;
+    int ids; /* a table's free id list, not a heap's */
 };
 
 struct mt_beam_gaps {
@@ -77,6 +86,10 @@ int mt_beam_heaps_gaps(struct mt_beam_gaps *g);
  * mark on another thread does not take it. Any thread; atomic stores, no lock. */
 void mt_beam_heaps_asker(uint64_t pid);
 void mt_beam_heaps_drop(struct mt_beam_gaps *g);
-size_t mt_beam_gaps_clear(const struct mt_beam_gaps *g, void *buf, size_t len, uintptr_t at);
+struct mt_beam_cleared {
+    uint64_t heaps, ids;
+};
+void mt_beam_gaps_clear(const struct mt_beam_gaps *g, void *buf, size_t len, uintptr_t at,
+                        struct mt_beam_cleared *cleared);
 
 #endif

@@ -524,7 +524,8 @@ static ERL_NIF_TERM leaks(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         {"block_bytes", enif_make_uint64(env, r.block_bytes)},
         {"unreadable_bytes", enif_make_uint64(env, r.unreadable_bytes)},
         {"vm_free_bytes", enif_make_uint64(env, r.vm_free_bytes)},
-        {"process_free_bytes", enif_make_uint64(env, r.process_free_bytes)},
+        {"process_free_bytes", enif_make_uint64(env, r.left.heaps)},
+        {"id_list_bytes", enif_make_uint64(env, r.left.ids)},
         {"processes", enif_make_uint64(env, r.processes)},
         {"processes_read_whole", enif_make_uint64(env, r.processes_read_whole)},
         {"reachable_bytes", enif_make_uint64(env, kept_bytes)},
@@ -995,18 +996,21 @@ static ERL_NIF_TERM reset(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     return enif_make_uint64(env, mt_table_clear());
 }
 
-/* heaps_learn(limit, [known, known]): teaches beam_heaps.h the VM's Process layout, from the
- * caller (running this NIF on a normal scheduler) and two waiting processes, each known as {pid,
- * heap_block, heap_used, recent, stack, old_block, old_used, :normal | :high} (process_info/2's
- * words). :ok, or {:error, reason}. */
+/* heaps_learn(limit, port_limit, [known, known]): teaches beam_heaps.h where the VM's process and
+ * port tables lie, by their limits, and its Process layout, from the caller (running this NIF on
+ * a normal scheduler) and two waiting processes, each known as {pid, heap_block, heap_used,
+ * recent, stack, old_block, old_used, :normal | :high} (process_info/2's words). :ok, or
+ * {:error, reason}. */
 static ERL_NIF_TERM heaps_learn(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     struct mt_beam_known known[2];
-    ErlNifUInt64 limit;
+    ErlNifUInt64 limit, port_limit;
     ErlNifPid self;
-    ERL_NIF_TERM list = argv[1], head;
+    ERL_NIF_TERM list = argv[2], head;
     (void)argc;
-    if (!enif_get_uint64(env, argv[0], &limit) || limit > UINT32_MAX || !enif_self(env, &self))
+    if (!enif_get_uint64(env, argv[0], &limit) || limit > UINT32_MAX ||
+        !enif_get_uint64(env, argv[1], &port_limit) || port_limit > UINT32_MAX ||
+        !enif_self(env, &self))
         return enif_make_badarg(env);
     for (size_t j = 0; j < 2; j++) {
         const ERL_NIF_TERM *t;
@@ -1028,7 +1032,8 @@ static ERL_NIF_TERM heaps_learn(ErlNifEnv *env, int argc, const ERL_NIF_TERM arg
     }
     if (!enif_is_empty_list(env, list)) return enif_make_badarg(env);
     const char *reason;
-    if (mt_beam_heaps_learn(limit, (uint64_t)self.pid, known, &reason) == 0) return atom_ok;
+    if (mt_beam_heaps_learn(limit, port_limit, (uint64_t)self.pid, known, &reason) == 0)
+        return atom_ok;
     ERL_NIF_TERM pair[2] = {atom_error, make_string(env, reason)};
     return enif_make_tuple_from_array(env, pair, 2);
 }
@@ -1114,7 +1119,7 @@ static ErlNifFunc funcs[] = {
     {"detach_nif", 0, detach_nif, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"why_nif", 1, why, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"whys_nif", 1, whys, ERL_NIF_DIRTY_JOB_CPU_BOUND},
-    {"heaps_learn_nif", 2, heaps_learn, 0},
+    {"heaps_learn_nif", 3, heaps_learn, 0},
 };
 
 ERL_NIF_INIT(Elixir.Mtrace.Nif, funcs, load, NULL, upgrade, NULL)

@@ -254,7 +254,8 @@ static int atom(struct ctx *c, const uintptr_t *w)
 static void scan_words(struct ctx *c, const void *p, size_t len, uintptr_t at)
 {
     const uintptr_t *w = p;
-    /* a word partly data: a heap binary's last, a fun's, an atom's, a port's reds */
+    /* a word partly data: a heap binary's last, a fun's, an atom's, a module's, a port's reds (an
+     * export entry's index is told where it lies) */
     size_t padded = SIZE_MAX;
     uintptr_t data = 0, text;
     /* a block without a record is read to its usable size: its strings' ends are told */
@@ -286,6 +287,16 @@ static void scan_words(struct ctx *c, const void *p, size_t len, uintptr_t at)
             mt_snapshot_find(c->s, w[k + MT_ATOM_INDEX]) != MT_SNAPSHOT_NONE && atom(c, w + k)) {
             padded = k + MT_ATOM_INDEX;
             data = MT_ATOM_INDEX_DATA;
+        }
+        if (k + MT_MODULE_WORDS <= n && MT_LAYOUT_MODULE_MAY(w + k) &&
+            w[k + MT_MODULE_INDEX] >> 32 && mt_layout_module(w + k, n - k)) {
+            padded = k + MT_MODULE_INDEX;
+            data = MT_ATOM_INDEX_DATA;
+        }
+        if (k + 1 < n && w[k] >> 32 && w[k + 1] < at + k * sizeof *w &&
+            mt_layout_export_index(w, n, k, at)) {
+            consider(c, w[k] & MT_ATOM_INDEX_DATA, at + k * sizeof *w);
+            continue;
         }
         if (w[k] == at + (k + 4) * sizeof *w &&
             mt_layout_ioqueue(w + k, n - k, at + k * sizeof *w, &live)) {
@@ -384,7 +395,7 @@ static void scan_range(struct ctx *c, uintptr_t lo, uintptr_t hi, uint64_t *byte
         if (cut < got) got = len = cut;
         if (carrier && got == carrier)
             c->r->vm_free_bytes += mt_layout_carrier_free((uintptr_t *)buf, got / sizeof *head, lo);
-        c->r->process_free_bytes += mt_beam_gaps_clear(&c->gaps, buf, got, lo);
+        mt_beam_gaps_clear(&c->gaps, buf, got, lo, &c->r->left);
         scan_words(c, buf, got, lo);
         if (buf != c->buf) mt_mem_unmap(buf, carrier);
         *bytes += got;
@@ -512,8 +523,8 @@ static void drain(struct ctx *c)
                 c->r->vm_free_bytes +=
                     mt_layout_carrier_free(local[j].iov_base, local[j].iov_len / sizeof(uintptr_t),
                                            (uintptr_t)remote[j].iov_base);
-            c->r->process_free_bytes += mt_beam_gaps_clear(
-                &c->gaps, local[j].iov_base, local[j].iov_len, (uintptr_t)remote[j].iov_base);
+            mt_beam_gaps_clear(&c->gaps, local[j].iov_base, local[j].iov_len,
+                               (uintptr_t)remote[j].iov_base, &c->r->left);
             size_t first, end = mt_layout_pointer_range(local[j].iov_base, local[j].iov_len,
                                                         (uintptr_t)remote[j].iov_base, &first);
             scan_words(c, (const char *)local[j].iov_base + first, end - first,

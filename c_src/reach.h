@@ -54,6 +54,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "beam_heaps.h"
 #include "heap.h"
 #include "snapshot.h"
 
@@ -93,7 +94,7 @@ struct mt_reach {
     uint64_t block_bytes;        /* bytes of marked blocks read */
     uint64_t unreadable_bytes;   /* bytes that could not be read */
     uint64_t vm_free_bytes;      /* bytes of the VM's free blocks not read (layouts.h) */
-    uint64_t process_free_bytes; /* bytes of process heaps' unused parts not read (beam_heaps.h) */
+    struct mt_beam_cleared left; /* bytes not read: process heaps' unused parts, id lists */
     size_t processes;            /* Erlang processes, when their layout is known */
     size_t processes_read_whole; /* of them, those whose heaps were read whole (running) */
     int heap_walked;             /* glibc's heap was walked: every live block is in snap */

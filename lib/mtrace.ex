@@ -271,7 +271,9 @@ defmodule Mtrace do
   `:unreadable_bytes`, `:vm_free_bytes` (the bytes of free blocks in the VM's own carriers, not
   read: stale words of what the VM freed), `:process_free_bytes` (the bytes of Erlang process
   heaps between their heap top and their stack, and of old heaps above their top, not read: stale
-  words of earlier heaps), `:processes` and `:processes_read_whole` (the processes whose heaps
+  words of earlier heaps), `:id_list_bytes` (the bytes of the process and port tables' lists of
+  free ids, not read: 32-bit numbers, two of which can read as an address), `:processes` and
+  `:processes_read_whole` (the processes whose heaps
   were read whole, as they were running; both 0 where the VM's process layout could not be
   learnt), `:live_blocks`, `:reachable_blocks` and
   `:reachable_bytes`;

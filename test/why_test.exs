@@ -425,6 +425,22 @@ defmodule Mtrace.WhyTest do
     three_found("Lost.lose_in_atom(48)")
   end
 
+  test "the process and port tables' free id lists keep nothing" do
+    # lose_on_4g/1: blocks of 1 MiB at h << 32. The two tables' lists of free ids, 32-bit
+    # numbers (beam_heaps.h), hold nearly every pair (n, h) with n below 2^18: read as words,
+    # they kept every such block (0 of 8 found in every node); bin/demo lost its last C++ buffer
+    # to one, where a scheduler's arena started on such a boundary.
+    three_found("Lost.lose_on_4g(1_048_576)")
+  end
+
+  test "the padding of a module's and an export's index keeps nothing" do
+    # lose_in_module/1 and lose_in_export/1: the only word that points into the block (on a
+    # 4 GiB boundary, 64 bytes in) is the index word of a module table entry, or of an export
+    # table entry, made by hand (layouts.h). Read whole, each kept its block in every node.
+    three_found("Lost.lose_in_module(4096)")
+    three_found("Lost.lose_in_export(4096)")
+  end
+
   test "the stack of a thread that exited keeps nothing" do
     # lose_in_dead_thread/1: the only word that held the block is in the stack of a NIF's thread,
     # which exited and was joined; glibc keeps the stack mapped for a later thread. Read as

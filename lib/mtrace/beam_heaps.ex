@@ -2,7 +2,8 @@ defmodule Mtrace.BeamHeaps do
   @moduledoc false
   # Teaches the NIF where a process's heap pointers lie in the VM's Process struct
   # (c_src/beam_heaps.h), once a node, so that the mark leaves out the unused part of each heap:
-  # the stale words there keep lost blocks. It learns from processes whose numbers the VM gives:
+  # the stale words there keep lost blocks, and the free id lists of the process and port tables,
+  # found by the two limits. It learns from processes whose numbers the VM gives:
   # two that wait in receive, of normal and of high priority, each with an old heap, and the
   # learner itself, running the NIF.
 
@@ -53,7 +54,12 @@ defmodule Mtrace.BeamHeaps do
 
     try do
       before = Enum.map(waiting, &known/1)
-      result = if Enum.all?(before), do: Nif.heaps_learn_nif(limit(), before), else: nil
+
+      result =
+        if Enum.all?(before),
+          do: Nif.heaps_learn_nif(limit(:process_limit), limit(:port_limit), before),
+          else: nil
+
       # a process that ran meanwhile (a signal handled) may have moved its pointers
       cond do
         result == nil or Enum.map(waiting, &known/1) != before -> {:retry, "the processes ran"}
@@ -65,7 +71,7 @@ defmodule Mtrace.BeamHeaps do
     end
   end
 
-  defp limit, do: :erlang.system_info(:process_limit)
+  defp limit(which), do: :erlang.system_info(which)
 
   # A process that made live data, moved it to an old heap by two minor collections, and waits.
   defp waiting(priority) do

@@ -98,6 +98,6 @@ defmodule Mtrace.Nif do
 
   # Teaches the mark the VM's Process layout (c_src/beam_heaps.h), from the caller and two waiting
   # processes: {pid, heap_block, heap_used, recent, stack, old_block, old_used, :normal | :high}.
-  @spec heaps_learn_nif(pos_integer(), [tuple()]) :: :ok | {:error, String.t()}
-  def heaps_learn_nif(_limit, _known), do: :erlang.nif_error(:not_loaded)
+  @spec heaps_learn_nif(pos_integer(), pos_integer(), [tuple()]) :: :ok | {:error, String.t()}
+  def heaps_learn_nif(_limit, _port_limit, _known), do: :erlang.nif_error(:not_loaded)
 end

@@ -432,6 +432,35 @@ static ERL_NIF_TERM lose_in_bin_ref(ErlNifEnv *env, int argc, const ERL_NIF_TERM
     return lose_by(env, argv, make_in_bin_ref);
 }
 
+/* A block of size bytes on a 4 GiB boundary, at h << 32, where any two 32-bit numbers (n, h) side
+ * by side, n < size, read as a pointer into it. A first one, kept, takes the highest such h
+ * below the process's mappings: the high half that stale padding in stacks and the VM's memory
+ * holds most often (an int 1 on a scheduler's stack, 2 in an ETS table, kept that block in half
+ * the nodes), so that the ones made here show the kind of numbers each test means. */
+static void *on_4g(size_t size)
+{
+    static void *spacer;
+    void *p;
+    if (!spacer && posix_memalign(&spacer, (size_t)1 << 32, 64) != 0) return NULL;
+    return posix_memalign(&p, (size_t)1 << 32, size) == 0 ? p : NULL;
+}
+
+/* lose_on_4g(size): a block of size bytes on a 4 GiB boundary (on_4g): the free id lists of the
+ * VM's process and port tables hold nearly every pair (n, h) with h below 2^16 (beam_heaps.h).
+ * Returns the address xor MASK. */
+static void make_on_4g(void *arg)
+{
+    struct in_vm *v = arg;
+    void *p = on_4g(v->size);
+    if (p) v->masked = (uint64_t)(uintptr_t)p ^ MASK;
+}
+
+static ERL_NIF_TERM lose_on_4g(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    return lose_by(env, argv, make_on_4g);
+}
+
 /* lose_in_heap_binary(size): a block of size bytes whose address only the last word of an
  * Erlang heap binary holds: the binary's 17 bytes of data end with the address's low byte, and
  * the word's 7 bytes after them, which the VM never writes, hold the rest of it (layouts.h).
@@ -506,6 +535,52 @@ static ERL_NIF_TERM lose_in_atom(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
 {
     (void)argc;
     return lose_by(env, argv, make_in_atom);
+}
+
+/* lose_in_module(size): a block of size bytes on a 4 GiB boundary (on_4g) into which only the
+ * index word of a module table entry made by hand points: index 64, then the four bytes of
+ * padding, which hold the block's high half (layouts.h). Returns the address xor MASK. */
+static void make_in_module(void *arg)
+{
+    struct in_vm *v = arg;
+    uintptr_t *m = vm_words(4), p = (uintptr_t)on_4g(v->size);
+    if (!m || !p) return;
+    m[0] = 0;      /* the next in its hash bucket */
+    m[1] = 0x1ac8; /* the hash value: the module's atom index */
+    m[2] = p + 64; /* the index, then four unwritten bytes */
+    m[3] = 0x1ac8; /* the atom index again, and seen: 0 */
+    v->masked = (uint64_t)p ^ MASK;
+}
+
+static ERL_NIF_TERM lose_in_module(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    return lose_by(env, argv, make_in_module);
+}
+
+/* lose_in_export(size): as lose_in_module, into an export blob made by hand: a 104-byte Export,
+ * then its three entries, each {next, hash value, index, the Export}; the first entry's index
+ * word holds index 64 and the block's high half. Returns the address xor MASK. */
+#define EXPORT_WORDS 13
+static void make_in_export(void *arg)
+{
+    struct in_vm *v = arg;
+    uintptr_t *b = vm_words(EXPORT_WORDS + 3 * 4), p = (uintptr_t)on_4g(v->size);
+    if (!b || !p) return;
+    for (size_t e = 0; e < 3; e++) {
+        uintptr_t *entry = b + EXPORT_WORDS + 4 * e;
+        entry[0] = 0;
+        entry[1] = 0x554ef74;
+        entry[2] = e ? 64 : p + 64;
+        entry[3] = (uintptr_t)b;
+    }
+    v->masked = (uint64_t)p ^ MASK;
+}
+
+static ERL_NIF_TERM lose_in_export(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    return lose_by(env, argv, make_in_export);
 }
 
 /* lose_in_dead_thread(size): a block of size bytes whose address only a thread's stack held, the
@@ -1054,6 +1129,9 @@ static ErlNifFunc funcs[] = {
     {"lose_in_port", 1, lose_in_port, 0},
     {"lose_in_sub_bits", 1, lose_in_sub_bits, 0},
     {"lose_in_bin_ref", 1, lose_in_bin_ref, 0},
+    {"lose_on_4g", 1, lose_on_4g, 0},
+    {"lose_in_module", 1, lose_in_module, 0},
+    {"lose_in_export", 1, lose_in_export, 0},
     {"lose_in_heap_binary", 1, lose_in_heap_binary, 0},
     {"lose_in_fun", 1, lose_in_fun, 0},
     {"lose_in_atom", 1, lose_in_atom, 0},
