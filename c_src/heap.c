@@ -400,7 +400,7 @@ static void own_covers(uintptr_t lo, uintptr_t hi, void *arg)
 static int own(uintptr_t lo, uintptr_t hi)
 {
     struct own_cover o = {lo, hi, 0};
-    mt_mem_each_own(own_covers, &o);
+    mt_mem_each(own_covers, &o);
     return o.covered;
 }
 

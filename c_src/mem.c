@@ -72,11 +72,6 @@ void mt_mem_each(void (*fn)(uintptr_t lo, uintptr_t hi, void *arg), void *arg)
         size_t len = __atomic_load_n(&regions[i].len, __ATOMIC_ACQUIRE);
         if (lo && len) fn(lo, lo + len, arg);
     }
-}
-
-void mt_mem_each_own(void (*fn)(uintptr_t lo, uintptr_t hi, void *arg), void *arg)
-{
-    mt_mem_each(fn, arg);
     for (const struct reserved *r = __atomic_load_n(&reserved, __ATOMIC_ACQUIRE); r; r = r->next)
         fn((uintptr_t)r, (uintptr_t)r + r->len, arg);
 }

@@ -25,18 +25,17 @@
 void *mt_mem_map(size_t len);
 void mt_mem_unmap(void *p, size_t len);
 
-/* Memory that holds no block address (return addresses, stack slots, ids, counters) and is
- * never unmapped: zeroed, reserved (MAP_NORESERVE), 64-byte aligned, left out of
- * mt_mem_each() (so that the reachability scan need not skip it) but listed by
- * mt_mem_each_own() (its counters and ids can look like a chunk's header to the heap walk); NULL
- * when it cannot be mapped. Any number of them: each carries the link to the one before. */
+/* Memory that holds no block address the program needs (return addresses, stack slots, ids,
+ * counters) and is never unmapped: zeroed, reserved (MAP_NORESERVE), 64-byte aligned; NULL when
+ * it cannot be mapped. Any number of them: each carries the link to the one before. Its structs'
+ * padding keeps what the stack held where they were made, so it is listed with the rest
+ * (a table unwinder's row, its padding the high bytes of a block's address, kept a lost block). */
 void *mt_mem_reserve(size_t len);
 
-/* Calls fn on every remembered region [lo, hi). */
+/* Calls fn on every region of mtrace's own [lo, hi): the remembered ones, then the reserved ones.
+ * The reachability scan skips them all, and the heap walk takes no chunk there (mtrace's
+ * counters and ids can look like a chunk's header). */
 void mt_mem_each(void (*fn)(uintptr_t lo, uintptr_t hi, void *arg), void *arg);
-
-/* Calls fn on every region of mtrace's own: the remembered ones, then the reserved ones. */
-void mt_mem_each_own(void (*fn)(uintptr_t lo, uintptr_t hi, void *arg), void *arg);
 
 /* Mappings made when the list was full: not remembered. */
 size_t mt_mem_forgotten(void);

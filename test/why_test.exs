@@ -441,6 +441,14 @@ defmodule Mtrace.WhyTest do
     three_found("Lost.lose_in_export(4096)")
   end
 
+  test "mtrace's own stack caches keep nothing" do
+    # lose_in_rows/1: the block's address fills the stack where mtrace's table unwinder then
+    # makes a row for a new return address; the row's padding keeps the address's high bytes,
+    # and with the row's rules they point into the block (16 MiB on a 4 GiB boundary). Read as a
+    # root, that memory kept the first such block in every node; bin/demo lost a C++ buffer so.
+    three_found("Lost.lose_in_rows(16_777_216)")
+  end
+
   test "the stack of a thread that exited keeps nothing" do
     # lose_in_dead_thread/1: the only word that held the block is in the stack of a NIF's thread,
     # which exited and was joined; glibc keeps the stack mapped for a later thread. Read as

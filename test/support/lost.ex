@@ -18,6 +18,7 @@ defmodule Mtrace.Test.Lost do
   def lose_on_4g(_size), do: :erlang.nif_error(:not_loaded)
   def lose_in_module(_size), do: :erlang.nif_error(:not_loaded)
   def lose_in_export(_size), do: :erlang.nif_error(:not_loaded)
+  def lose_in_rows(_size), do: :erlang.nif_error(:not_loaded)
   def lose_in_heap_binary(_size), do: :erlang.nif_error(:not_loaded)
   def lose_in_fun(_size), do: :erlang.nif_error(:not_loaded)
   def lose_in_atom(_size), do: :erlang.nif_error(:not_loaded)

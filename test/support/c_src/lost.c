@@ -583,6 +583,39 @@ static ERL_NIF_TERM lose_in_export(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
     return lose_by(env, argv, make_in_export);
 }
 
+/* lose_in_rows(size): a block of size bytes (16 MiB or more, never touched) on a 4 GiB boundary
+ * (on_4g), whose address fills 32 KiB of the stack just before a malloc from a return address
+ * mtrace has not unwound yet: the table unwinder makes that address's row in those bytes, and
+ * the row's padding keeps the address's high bytes, beside three bytes of rules that point into
+ * the block's first 16 MiB (cfi.c, mem.h). Returns the address xor MASK. */
+NAMED static uintptr_t spray(uintptr_t p)
+{
+    volatile uintptr_t w[4096];
+    for (size_t i = 0; i < 4096; i++)
+        w[i] = p;
+    return w[4095] - p;
+}
+
+NAMED static void fresh_malloc(void)
+{
+    free(malloc(24));
+}
+
+static void make_in_rows(void *arg)
+{
+    struct in_vm *v = arg;
+    uintptr_t p = (uintptr_t)on_4g(v->size);
+    if (!p) return;
+    if (spray(p) == 0) fresh_malloc();
+    v->masked = (uint64_t)p ^ MASK;
+}
+
+static ERL_NIF_TERM lose_in_rows(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    return lose_by(env, argv, make_in_rows);
+}
+
 /* lose_in_dead_thread(size): a block of size bytes whose address only a thread's stack held, the
  * thread since exited and joined (glibc keeps its stack for the next thread it makes). Returns the
  * address xor MASK. */
@@ -1132,6 +1165,7 @@ static ErlNifFunc funcs[] = {
     {"lose_on_4g", 1, lose_on_4g, 0},
     {"lose_in_module", 1, lose_in_module, 0},
     {"lose_in_export", 1, lose_in_export, 0},
+    {"lose_in_rows", 1, lose_in_rows, 0},
     {"lose_in_heap_binary", 1, lose_in_heap_binary, 0},
     {"lose_in_fun", 1, lose_in_fun, 0},
     {"lose_in_atom", 1, lose_in_atom, 0},
