@@ -384,8 +384,8 @@ static uintptr_t past_heap(const struct walk *w, uintptr_t p, uintptr_t hi, uint
     return 0;
 }
 
-/* Whether [lo, hi) lies inside one region of mtrace's own (mem.h's, the reserved ones too, whose
- * counters and ids can look like a chunk's header). */
+/* Whether [lo, hi) lies inside one region of mtrace's own (mem.h: its counters and ids can look
+ * like a chunk's header). */
 struct own_cover {
     uintptr_t lo, hi;
     int covered;
