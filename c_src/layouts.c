@@ -9,10 +9,21 @@
 #include "platform.h"
 #include "proc.h"
 
+/* OTP's BIN_FLAG_* bits (erl_binary.h) all lie below this. */
+#define BINARY_FLAGS 0x100
+/* BIN_FLAG_MAGIC */
+#define BINARY_MAGIC 1
+
 size_t mt_layout_pointer_range(const uintptr_t *w, size_t len, uintptr_t at, size_t *first)
 {
     size_t o = ((at + MT_DLFO_ALIGN - 1) & ~(uintptr_t)(MT_DLFO_ALIGN - 1)) - at;
     *first = 0;
+    if (len >= MT_BINARY27_HEADER && !(w[0] & BINARY_MAGIC) &&
+        mt_layout_binary27_live(w, len - MT_BINARY27_HEADER) &&
+        ((MT_BINARY27_HEADER + w[3]) & ~(uintptr_t)(sizeof *w - 1)) == len) {
+        *first = 2 * sizeof *w;
+        return len;
+    }
     if (o + MT_DLFO_HEADER + MT_DLFO_ENTRY > len) return len;
     const uintptr_t *h = w + o / sizeof *w, *e = h + MT_DLFO_HEADER / sizeof *w;
     size_t size = h[2], allocated = h[3];
@@ -36,9 +47,6 @@ int mt_layout_procbin(const uintptr_t *w, size_t n)
            w[4] == w[3] + MT_BINARY_HEADER && w[5] <= PROCBIN_FLAGS;
 }
 
-/* OTP's BIN_FLAG_* bits (erl_binary.h) all lie below this. */
-#define BINARY_FLAGS 0x100
-
 int mt_layout_binary_live(const uintptr_t head[3], uintptr_t size, size_t room)
 {
     return head[0] < BINARY_FLAGS && head[1] >= 1 && head[1] <= UINT32_MAX && head[2] >= size &&
@@ -54,9 +62,6 @@ int mt_layout_binary27_live(const uintptr_t head[4], size_t room)
 {
     return head[0] < BINARY_FLAGS && head[2] >= 1 && head[2] <= UINT32_MAX && head[3] <= room;
 }
-
-/* BIN_FLAG_MAGIC */
-#define BINARY_MAGIC 1
 
 int mt_layout_magic_live(const uintptr_t head[2])
 {

@@ -20,10 +20,12 @@
 #include <stdint.h>
 
 /* Which of the len bytes of the block at `at` (w: a copy of them) can hold pointers: from *first
- * to the offset returned. All of them, but in a segment of the loader's _dl_find_object
- * (platform.h), which were never written: the bytes before its 128-byte boundary, and its
- * entries past those in use. A block is taken for one only when its header says so (to_free is
- * the block, size <= allocated, all within the block) and its first entry is a loaded object's
+ * to the offset returned. All of them, but in an OTP 27 Binary that is no magic one (its
+ * header's flags and unwritten word: a literal's kept a lost C++ buffer; taken when its original
+ * size makes the block's, as mt_layout_binary27_live() says), and in a segment of the loader's
+ * _dl_find_object (platform.h), which were never written: the bytes before its 128-byte boundary,
+ * and its entries past those in use. A block is taken for one only when its header says so (to_free
+ * is the block, size <= allocated, all within the block) and its first entry is a loaded object's
  * range, as _dl_find_object says. */
 size_t mt_layout_pointer_range(const uintptr_t *w, size_t len, uintptr_t at, size_t *first);
 

@@ -449,6 +449,13 @@ defmodule Mtrace.WhyTest do
     three_found("Lost.lose_in_rows(16_777_216)")
   end
 
+  test "the unwritten word of an OTP 27 Binary's header keeps nothing" do
+    # lose_in_binary27/1: the only word that holds the block is word 1 of a Binary made by hand
+    # (flags, unwritten, count, size: layouts.h), kept in a static. bin/demo in Debian 13's
+    # image lost a C++ buffer to a module literal's Binary so.
+    three_found("Lost.lose_in_binary27(64)")
+  end
+
   test "the stack of a thread that exited keeps nothing" do
     # lose_in_dead_thread/1: the only word that held the block is in the stack of a NIF's thread,
     # which exited and was joined; glibc keeps the stack mapped for a later thread. Read as

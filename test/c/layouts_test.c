@@ -156,6 +156,20 @@ static void segments(void)
           "one whose entry is no object's: whole");
 }
 
+/* An OTP 27 Binary: its flags and unwritten word are no pointers, the rest may be. */
+static void binary27_blocks(void)
+{
+    uintptr_t b[4 + 5] = {0, 0x7f0012345678, 1, 40}, at = 0x1000;
+    size_t first;
+    check(mt_layout_pointer_range(b, 72, at, &first) == 72 && first == 16,
+          "a Binary of 40 bytes is read from its count on");
+    check(mt_layout_pointer_range(b, 64, at, &first) == 64 && first == 0,
+          "a block its size does not make is read whole");
+    b[0] = 1;
+    check(mt_layout_pointer_range(b, 72, at, &first) == 72 && first == 0,
+          "a magic binary is read whole");
+}
+
 /* A port's output queue as ERTS lays it out, its vectors inline: one entry queued (the second),
  * the others sent long ago. */
 static void ioqueues(void)
@@ -457,6 +471,7 @@ int main(void)
     funs();
     atoms();
     index_slots();
+    binary27_blocks();
     heap_binaries();
     text_ends();
     binaries();

@@ -616,6 +616,30 @@ static ERL_NIF_TERM lose_in_rows(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
     return lose_by(env, argv, make_in_rows);
 }
 
+/* lose_in_binary27(size): a block of size bytes whose address only the word an OTP 27 Binary's
+ * header leaves unwritten holds (layouts.h): a Binary of 40 bytes made by hand and kept in a
+ * static. Returns the address xor MASK. */
+static void *binaries27[16];
+static unsigned binaries27_n;
+
+static void make_in_binary27(void *arg)
+{
+    struct in_vm *v = arg;
+    uintptr_t *b = calloc(1, 32 + 40), p = (uintptr_t)masked_block(v->size);
+    if (!b || binaries27_n == 16) return;
+    b[1] = p; /* flags 0, then the unwritten word */
+    b[2] = 1; /* the reference count */
+    b[3] = 40;
+    binaries27[binaries27_n++] = b;
+    v->masked = (uint64_t)p ^ MASK;
+}
+
+static ERL_NIF_TERM lose_in_binary27(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    return lose_by(env, argv, make_in_binary27);
+}
+
 /* lose_in_dead_thread(size): a block of size bytes whose address only a thread's stack held, the
  * thread since exited and joined (glibc keeps its stack for the next thread it makes). Returns the
  * address xor MASK. */
@@ -1166,6 +1190,7 @@ static ErlNifFunc funcs[] = {
     {"lose_in_module", 1, lose_in_module, 0},
     {"lose_in_export", 1, lose_in_export, 0},
     {"lose_in_rows", 1, lose_in_rows, 0},
+    {"lose_in_binary27", 1, lose_in_binary27, 0},
     {"lose_in_heap_binary", 1, lose_in_heap_binary, 0},
     {"lose_in_fun", 1, lose_in_fun, 0},
     {"lose_in_atom", 1, lose_in_atom, 0},
