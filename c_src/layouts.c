@@ -166,21 +166,6 @@ int mt_layout_atom_named(const uintptr_t *w, const unsigned char *name, size_t l
     return h == w[1];
 }
 
-int mt_layout_module(const uintptr_t *w, size_t n)
-{
-    return n >= MT_MODULE_WORDS && w[0] % sizeof *w == 0 && MT_LAYOUT_MODULE_MAY(w) &&
-           (uint32_t)w[3] == w[1] && (uint32_t)w[MT_MODULE_INDEX] < (1u << 24);
-}
-
-int mt_layout_export_index(const uintptr_t *w, size_t n, size_t k, uintptr_t at)
-{
-    if (k < 2 || k + 1 >= n || (uint32_t)w[k] >= (1u << 24) || w[k - 2] % sizeof *w) return 0;
-    uintptr_t entry = at + (k - 2) * sizeof *w, export = w[k + 1], hash = w[k - 1];
-    if (!hash || export % sizeof *w || export > entry - 16 || export < entry - 512) return 0;
-    return (k + 5 < n && w[k + 3] == hash && w[k + 5] == export) ||
-           (k >= 6 && w[k - 5] == hash && w[k - 3] == export);
-}
-
 uintptr_t mt_layout_jit_descriptor(void)
 {
     return (uintptr_t)dlsym(RTLD_DEFAULT, "__jit_debug_descriptor");

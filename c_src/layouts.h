@@ -144,28 +144,6 @@ int mt_layout_atom_named(const uintptr_t *w, const unsigned char *name, size_t l
 #define MT_LAYOUT_ATOM_MAY(w)                                                                      \
     ((w)[1] - 1 < ((uint64_t)1 << 28) - 1 && (uint16_t)(w)[3] - 1u < MT_ATOM_NAME_MAX)
 
-/* An ERTS module table entry (Module, OTP 25 to 27): its hash bucket's next, its hash value (the
- * module's atom index), its index in the table, an int whose word's four high bytes are padding,
- * stale as the atom's are, then the module's atom index again and its `seen` flag (two ints).
- * Where a thread arena starts on a 4 GiB boundary, index and padding make a pointer into its
- * first blocks (blocks lost on such a boundary were kept so, in half the nodes). Returns whether
- * the n words at w can be one: next aligned, the hash value below 2^28, not 0, and equal to the
- * fourth word's low half, `seen` 0 or 1, an index below 2^24; its word MT_MODULE_INDEX is then
- * data in its low four bytes only (MT_ATOM_INDEX_DATA). */
-#define MT_MODULE_WORDS 4
-#define MT_MODULE_INDEX 2
-#define MT_LAYOUT_MODULE_MAY(w) ((w)[1] - 1 < ((uint64_t)1 << 28) - 1 && (w)[3] >> 33 == 0)
-int mt_layout_module(const uintptr_t *w, size_t n);
-
-/* An entry of the VM's export table (export_entry, OTP 25 to 27): a hash bucket and an index as
- * the module's, then the Export it indexes, which precedes it in one blob with an entry for each
- * code index: the entries side by side share hash value and Export. Its index word is padded
- * as the module's is (blocks lost on a 4 GiB boundary were kept so, once the module rule was in).
- * Returns whether the word w[k] of the n at w, k at least 2, read from at + k * 8, is such an index
- * word: an index below 2^24, w[k + 1] an Export 16 to 512 bytes before the entry, and the entry
- * before or after it alike; its low four bytes only are then data (MT_ATOM_INDEX_DATA). */
-int mt_layout_export_index(const uintptr_t *w, size_t n, size_t k, uintptr_t at);
-
 /* The end of a C string in a block without a record (one made before recording began: the
  * loader's library names, libc's time zone strings). Such a block is read to its usable size,
  * and a string allocated to its length leaves the bytes after its NUL as malloc handed them out:

@@ -254,8 +254,7 @@ static int atom(struct ctx *c, const uintptr_t *w)
 static void scan_words(struct ctx *c, const void *p, size_t len, uintptr_t at)
 {
     const uintptr_t *w = p;
-    /* a word partly data: a heap binary's last, a fun's, an atom's, a module's, a port's reds (an
-     * export entry's index is told where it lies) */
+    /* a word partly data: a heap binary's last, a fun's, an atom's, a port's reds */
     size_t padded = SIZE_MAX;
     uintptr_t data = 0, text;
     /* a block without a record is read to its usable size: its strings' ends are told */
@@ -287,16 +286,6 @@ static void scan_words(struct ctx *c, const void *p, size_t len, uintptr_t at)
             mt_snapshot_find(c->s, w[k + MT_ATOM_INDEX]) != MT_SNAPSHOT_NONE && atom(c, w + k)) {
             padded = k + MT_ATOM_INDEX;
             data = MT_ATOM_INDEX_DATA;
-        }
-        if (k + MT_MODULE_WORDS <= n && MT_LAYOUT_MODULE_MAY(w + k) &&
-            w[k + MT_MODULE_INDEX] >> 32 && mt_layout_module(w + k, n - k)) {
-            padded = k + MT_MODULE_INDEX;
-            data = MT_ATOM_INDEX_DATA;
-        }
-        if (k + 1 < n && w[k] >> 32 && w[k + 1] < at + k * sizeof *w &&
-            mt_layout_export_index(w, n, k, at)) {
-            consider(c, w[k] & MT_ATOM_INDEX_DATA, at + k * sizeof *w);
-            continue;
         }
         if (w[k] == at + (k + 4) * sizeof *w &&
             mt_layout_ioqueue(w + k, n - k, at + k * sizeof *w, &live)) {

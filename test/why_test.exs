@@ -433,14 +433,6 @@ defmodule Mtrace.WhyTest do
     three_found("Lost.lose_on_4g(1_048_576)")
   end
 
-  test "the padding of a module's and an export's index keeps nothing" do
-    # lose_in_module/1 and lose_in_export/1: the only word that points into the block (on a
-    # 4 GiB boundary, 64 bytes in) is the index word of a module table entry, or of an export
-    # table entry, made by hand (layouts.h). Read whole, each kept its block in every node.
-    three_found("Lost.lose_in_module(4096)")
-    three_found("Lost.lose_in_export(4096)")
-  end
-
   test "mtrace's own stack caches keep nothing" do
     # lose_in_rows/1: the block's address fills the stack where mtrace's table unwinder then
     # makes a row for a new return address; the row's padding keeps the address's high bytes,

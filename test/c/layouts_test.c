@@ -400,45 +400,6 @@ static void atoms(void)
           "a latin1 character in two bytes hashes as one");
 }
 
-/* Module and export table entries: their index words are data in their low four bytes. */
-static void index_slots(void)
-{
-    uintptr_t m[4] = {0, 0x1ac8, 0x7fc9000000de, 0x1ac8};
-    check(mt_layout_module(m, 4), "a module entry: its atom index twice, seen 0");
-    check(!mt_layout_module(m, 3), "one cut short is not");
-    m[3] = (uintptr_t)1 << 32 | 0x1ac8;
-    check(mt_layout_module(m, 4), "seen 1 is one too");
-    m[3] = 0x1ac9;
-    check(!mt_layout_module(m, 4), "another atom than the hash value's is not");
-    m[3] = 0x7fc900001ac8;
-    check(!mt_layout_module(m, 4), "a pointer where the atom is is not");
-    m[3] = 0x1ac8;
-    m[2] = 0x7fc901000000;
-    check(!mt_layout_module(m, 4), "an index of 2^24 or more is not");
-
-    /* a 104-byte Export at 0x1000, then its entries from 0x1068 */
-    uintptr_t b[13 + 12] = {0}, at = 0x1000, ex = 0x1000;
-    for (size_t e = 0; e < 3; e++) {
-        uintptr_t *entry = b + 13 + 4 * e;
-        entry[1] = 0x554ef74;
-        entry[2] = (uintptr_t)0x7fbc << 32 | 0xf84;
-        entry[3] = ex;
-    }
-    check(mt_layout_export_index(b, 25, 15, at) && mt_layout_export_index(b, 25, 23, at),
-          "the first and the last entry of an export blob");
-    check(!mt_layout_export_index(b, 25, 14, at), "its hash value is no index word");
-    check(!mt_layout_export_index(b, 17, 15, at), "an entry without its siblings is not");
-    b[13 + 4 + 1] = 0x554ef75;
-    check(!mt_layout_export_index(b, 25, 15, at), "one whose next entry hashes otherwise is not");
-    b[13 + 4 + 1] = 0x554ef74;
-    b[15] = (uintptr_t)0x7fbc << 32 | 0x1000000;
-    check(!mt_layout_export_index(b, 25, 15, at), "an index of 2^24 or more is not");
-    b[15] = (uintptr_t)0x7fbc << 32 | 0xf84;
-    check(!mt_layout_export_index(b, 25, 15, 0x2000),
-          "one whose Export is more than 512 bytes before it is not");
-    check(!mt_layout_export_index(b, 25, 15, 0x0f90), "one whose Export is not before it is not");
-}
-
 /* The ends of C strings in a block without a record: the bytes after the NUL are not read. */
 static void text_ends(void)
 {
@@ -470,7 +431,6 @@ int main(void)
     sub_bits();
     funs();
     atoms();
-    index_slots();
     binary27_blocks();
     heap_binaries();
     text_ends();

@@ -16,8 +16,6 @@ defmodule Mtrace.Test.Lost do
   def lose_in_sub_bits(_size), do: :erlang.nif_error(:not_loaded)
   def lose_in_bin_ref(_size), do: :erlang.nif_error(:not_loaded)
   def lose_on_4g(_size), do: :erlang.nif_error(:not_loaded)
-  def lose_in_module(_size), do: :erlang.nif_error(:not_loaded)
-  def lose_in_export(_size), do: :erlang.nif_error(:not_loaded)
   def lose_in_rows(_size), do: :erlang.nif_error(:not_loaded)
   def lose_in_binary27(_size), do: :erlang.nif_error(:not_loaded)
   def lose_in_heap_binary(_size), do: :erlang.nif_error(:not_loaded)

@@ -537,52 +537,6 @@ static ERL_NIF_TERM lose_in_atom(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
     return lose_by(env, argv, make_in_atom);
 }
 
-/* lose_in_module(size): a block of size bytes on a 4 GiB boundary (on_4g) into which only the
- * index word of a module table entry made by hand points: index 64, then the four bytes of
- * padding, which hold the block's high half (layouts.h). Returns the address xor MASK. */
-static void make_in_module(void *arg)
-{
-    struct in_vm *v = arg;
-    uintptr_t *m = vm_words(4), p = (uintptr_t)on_4g(v->size);
-    if (!m || !p) return;
-    m[0] = 0;      /* the next in its hash bucket */
-    m[1] = 0x1ac8; /* the hash value: the module's atom index */
-    m[2] = p + 64; /* the index, then four unwritten bytes */
-    m[3] = 0x1ac8; /* the atom index again, and seen: 0 */
-    v->masked = (uint64_t)p ^ MASK;
-}
-
-static ERL_NIF_TERM lose_in_module(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
-{
-    (void)argc;
-    return lose_by(env, argv, make_in_module);
-}
-
-/* lose_in_export(size): as lose_in_module, into an export blob made by hand: a 104-byte Export,
- * then its three entries, each {next, hash value, index, the Export}; the first entry's index
- * word holds index 64 and the block's high half. Returns the address xor MASK. */
-#define EXPORT_WORDS 13
-static void make_in_export(void *arg)
-{
-    struct in_vm *v = arg;
-    uintptr_t *b = vm_words(EXPORT_WORDS + 3 * 4), p = (uintptr_t)on_4g(v->size);
-    if (!b || !p) return;
-    for (size_t e = 0; e < 3; e++) {
-        uintptr_t *entry = b + EXPORT_WORDS + 4 * e;
-        entry[0] = 0;
-        entry[1] = 0x554ef74;
-        entry[2] = e ? 64 : p + 64;
-        entry[3] = (uintptr_t)b;
-    }
-    v->masked = (uint64_t)p ^ MASK;
-}
-
-static ERL_NIF_TERM lose_in_export(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
-{
-    (void)argc;
-    return lose_by(env, argv, make_in_export);
-}
-
 /* lose_in_rows(size): a block of size bytes (16 MiB or more, never touched) on a 4 GiB boundary
  * (on_4g), whose address fills 32 KiB of the stack just before a malloc from a return address
  * mtrace has not unwound yet: the table unwinder makes that address's row in those bytes, and
@@ -1187,8 +1141,6 @@ static ErlNifFunc funcs[] = {
     {"lose_in_sub_bits", 1, lose_in_sub_bits, 0},
     {"lose_in_bin_ref", 1, lose_in_bin_ref, 0},
     {"lose_on_4g", 1, lose_on_4g, 0},
-    {"lose_in_module", 1, lose_in_module, 0},
-    {"lose_in_export", 1, lose_in_export, 0},
     {"lose_in_rows", 1, lose_in_rows, 0},
     {"lose_in_binary27", 1, lose_in_binary27, 0},
     {"lose_in_heap_binary", 1, lose_in_heap_binary, 0},
