@@ -275,12 +275,10 @@ static int take_batch(struct mt_beam_gaps *g, const uintptr_t *e, size_t k, char
     return 0;
 }
 
-/* The free id list of the table whose pointer is at table: a 32-bit id for each entry. */
-static int take_ids(struct mt_beam_gaps *g, uintptr_t table)
+/* The free id list of a table whose head is {entries, free id list, size}: a 32-bit id an entry. */
+static int take_ids(struct mt_beam_gaps *g, const uintptr_t head[3])
 {
-    uintptr_t head[3];
     uint32_t max;
-    if (!table || mt_proc_read(table, head, sizeof head) != 0) return 0;
     memcpy(&max, &head[2], sizeof max);
     if (!head[1]) return 0;
     if (room(g) != 0) return -1;
@@ -319,8 +317,10 @@ int mt_beam_heaps_gaps(struct mt_beam_gaps *g)
         rc = take_batch(g, used, n, procs, pid);
     }
     mt_mem_unmap(buf, scratch);
-    if (rc == 0) rc = take_ids(g, shape.table);
-    if (rc == 0) rc = take_ids(g, shape.ports);
+    uintptr_t ports[3];
+    if (rc == 0) rc = take_ids(g, head);
+    if (rc == 0 && shape.ports && mt_proc_read(shape.ports, ports, sizeof ports) == 0)
+        rc = take_ids(g, ports);
     if (rc != 0) {
         mt_beam_heaps_drop(g);
         return -1;
