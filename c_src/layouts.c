@@ -18,8 +18,9 @@ size_t mt_layout_pointer_range(const uintptr_t *w, size_t len, uintptr_t at, siz
 {
     size_t o = ((at + MT_DLFO_ALIGN - 1) & ~(uintptr_t)(MT_DLFO_ALIGN - 1)) - at;
     *first = 0;
+    /* len is the block's size rounded down to words: its last word's bytes may hold data too */
     if (len >= MT_BINARY27_HEADER && !(w[0] & BINARY_MAGIC) &&
-        mt_layout_binary27_live(w, len - MT_BINARY27_HEADER) &&
+        mt_layout_binary27_live(w, len - MT_BINARY27_HEADER + sizeof *w - 1) &&
         ((MT_BINARY27_HEADER + w[3]) & ~(uintptr_t)(sizeof *w - 1)) == len) {
         *first = 2 * sizeof *w;
         return len;

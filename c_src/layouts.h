@@ -19,7 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Which of the len bytes of the block at `at` (w: a copy of them) can hold pointers: from *first
+/* Which of the len bytes of the block at `at` (w: a copy of them; len is the block's size rounded
+ * down to whole words, as the mark reads it) can hold pointers: from *first
  * to the offset returned. All of them, but in an OTP 27 Binary that is no magic one (its
  * header's flags and unwritten word: a literal's kept a lost C++ buffer; taken when its original
  * size makes the block's, as mt_layout_binary27_live() says), and in a segment of the loader's

@@ -165,6 +165,13 @@ static void binary27_blocks(void)
           "a Binary of 40 bytes is read from its count on");
     check(mt_layout_pointer_range(b, 64, at, &first) == 64 && first == 0,
           "a block its size does not make is read whole");
+    b[3] = 47;
+    check(mt_layout_pointer_range(b, 72, at, &first) == 72 && first == 16,
+          "a Binary of 47 bytes, its block's size rounded down to 72, from its count on");
+    b[3] = 48;
+    check(mt_layout_pointer_range(b, 72, at, &first) == 72 && first == 0,
+          "a Binary of 48 bytes in 72 is no Binary: read whole");
+    b[3] = 40;
     b[0] = 1;
     check(mt_layout_pointer_range(b, 72, at, &first) == 72 && first == 0,
           "a magic binary is read whole");

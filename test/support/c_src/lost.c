@@ -571,19 +571,19 @@ static ERL_NIF_TERM lose_in_rows(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
 }
 
 /* lose_in_binary27(size): a block of size bytes whose address only the word an OTP 27 Binary's
- * header leaves unwritten holds (layouts.h): a Binary of 40 bytes made by hand and kept in a
- * static. Returns the address xor MASK. */
+ * header leaves unwritten holds (layouts.h): a Binary of 43 bytes made by hand (a size of no whole
+ * words, as most literals' are) and kept in a static. Returns the address xor MASK. */
 static void *binaries27[16];
 static unsigned binaries27_n;
 
 static void make_in_binary27(void *arg)
 {
     struct in_vm *v = arg;
-    uintptr_t *b = calloc(1, 32 + 40), p = (uintptr_t)masked_block(v->size);
+    uintptr_t *b = calloc(1, 32 + 43), p = (uintptr_t)masked_block(v->size);
     if (!b || binaries27_n == 16) return;
     b[1] = p; /* flags 0, then the unwritten word */
     b[2] = 1; /* the reference count */
-    b[3] = 40;
+    b[3] = 43;
     binaries27[binaries27_n++] = b;
     v->masked = (uint64_t)p ^ MASK;
 }
