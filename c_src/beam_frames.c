@@ -21,6 +21,16 @@ int mt_beam_in_object(uintptr_t ip)
     return _dl_find_object((void *)ip, &found) == 0;
 }
 
+/* The bytes below rbx that the register block's first field may lie at (an 8-bit
+ * displacement's reach, and its alignment). */
+#define JIT_REGISTERS_BELOW 256
+
+uintptr_t mt_beam_jit_stack(uintptr_t rbx, uintptr_t lo, uintptr_t hi)
+{
+    if (rbx < lo + JIT_REGISTERS_BELOW || rbx >= hi) return lo;
+    return rbx - JIT_REGISTERS_BELOW;
+}
+
 static int names_path(int dir_fd, const char *name, void *path)
 {
     char target[64];

@@ -31,4 +31,13 @@ void mt_beam_forked(void);
 /* Whether ip lies in a loaded object (_dl_find_object: lock-free in glibc 2.35 and later). */
 int mt_beam_in_object(uintptr_t ip);
 
+/* A thread that runs the JIT's code (its ip in no loaded object) with its stack pointer outside
+ * its own stack runs Erlang code on its process's stack, in the VM's carriers: its own stack
+ * then holds live frames only above the scheduler's register block, which the JIT makes there
+ * as it starts and below which every C call's frames go (rbx points into it, its first bytes
+ * within an 8-bit displacement below: beam_asm.hpp's `registers`, process_main.cpp).
+ * mt_beam_jit_stack(): where the live part of such a thread's own stack [lo, hi) starts; lo when
+ * rbx points elsewhere. */
+uintptr_t mt_beam_jit_stack(uintptr_t rbx, uintptr_t lo, uintptr_t hi);
+
 #endif

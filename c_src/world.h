@@ -53,7 +53,9 @@ struct mt_world {
  * getcontext's); async-signal-safe. Their names ("rax", ..., "rsp" at 7, "rip", "eflags"). */
 void mt_world_regs(const void *ucontext, uintptr_t out[MT_WORLD_REGS]);
 extern const char *const mt_world_reg_names[MT_WORLD_REGS];
+#define MT_WORLD_RBX 1
 #define MT_WORLD_RSP 7
+#define MT_WORLD_RIP 16
 
 /* mtrace's own background thread (service.h) blocks every signal and touches none of the
  * program's memory: the calling thread is left out of every later stop. One thread at a time;
