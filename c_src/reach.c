@@ -556,26 +556,29 @@ static int swap_in_use(void)
 
 /* Where the live part of the stopped thread t's stack starts, when [lo, hi) is that stack; 0
  * when it is not. A thread's stack holds its stack pointer (the live part starts there, less the
- * red zone), unless the thread runs the JIT's Erlang code: then its stack pointer lies in the
- * VM's memory, which is no stack, and its own stack, the mapping of its thread pointer (glibc
- * keeps a thread's struct pthread at its top), is live from the JIT's register block up. */
-static uintptr_t stack_from(const struct mt_world_thread *t, uintptr_t lo, uintptr_t hi)
+ * red zone), unless the thread runs code of no loaded object with its stack pointer outside the
+ * mapping of its thread pointer (glibc keeps a thread's struct pthread at its stack's top): then
+ * the stack pointer's mapping is read whole, and in the BEAM (beam, where the JIT runs Erlang
+ * code on each process's stack, in the VM's memory) the thread's own stack is live from the
+ * JIT's register block up; elsewhere it is read whole too. */
+static uintptr_t stack_from(const struct mt_world_thread *t, uintptr_t lo, uintptr_t hi, int beam)
 {
     if (t->tid <= 0 || !t->stopped) return 0;
     int sp_in = t->sp >= lo && t->sp < hi, tp_in = t->tp >= lo && t->tp < hi;
     if (sp_in != tp_in && !mt_beam_in_object(t->regs[MT_WORLD_RIP]))
-        return tp_in ? mt_beam_jit_stack(t->regs[MT_WORLD_RBX], lo, hi) : 0;
+        return tp_in && beam ? mt_beam_jit_stack(t->regs[MT_WORLD_RBX], lo, hi) : 0;
     return sp_in ? (t->sp - MT_RED_ZONE > lo ? t->sp - MT_RED_ZONE : lo) : 0;
 }
 
 /* Where a stack mapping's live part starts: that of the thread it belongs to, if that thread
- * stopped (stack_from); lo when it is no known thread's stack (a thread that did not stop, or
- * memory that is no stack: the whole mapping is a root). */
+ * stopped (stack_from; the BEAM is known by its process table, beam_heaps.h); lo when it is no
+ * known thread's stack (a thread that did not stop, or memory that is no stack: the whole mapping
+ * is a root). */
 static uintptr_t live_from(struct ctx *c, uintptr_t lo, uintptr_t hi)
 {
     if (c->self_sp >= lo && c->self_sp < hi) return c->self_sp;
     for (size_t i = 0; i < c->world->n; i++) {
-        uintptr_t from = stack_from(&c->world->t[i], lo, hi);
+        uintptr_t from = stack_from(&c->world->t[i], lo, hi, c->gaps.processes != 0);
         if (from) return from;
     }
     return lo;
@@ -660,7 +663,7 @@ static int hides(const struct ctx *c, uintptr_t lo, uintptr_t hi, int of_file)
 {
     if (c->self_sp >= lo && c->self_sp < hi) return 1;
     for (size_t i = 0; i < c->world->n; i++)
-        if (stack_from(&c->world->t[i], lo, hi)) return 0;
+        if (stack_from(&c->world->t[i], lo, hi, c->gaps.processes != 0)) return 0;
     return !of_file && !in_segment(lo, hi);
 }
 
@@ -865,7 +868,7 @@ static void note_threads(struct ctx *c, struct mt_reach_thread *to)
             struct mt_mapping m;
             uintptr_t from;
             if (mapping_of(c, t->tp, &m) && (t->sp < m.lo || t->sp >= m.hi) &&
-                (from = stack_from(&c->world->t[i], m.lo, m.hi))) {
+                (from = stack_from(&c->world->t[i], m.lo, m.hi, c->gaps.processes != 0))) {
                 t->sp = from;
                 t->lo = m.lo;
                 t->hi = m.hi;
