@@ -122,6 +122,17 @@ unsigned mt_layout_heapbin(const uintptr_t *w, size_t n, size_t *last)
     return (unsigned)(w[1] % sizeof *w);
 }
 
+unsigned mt_layout_heapbits(const uintptr_t *w, size_t n, size_t *last)
+{
+    const size_t bits = 8 * sizeof *w;
+    if (n < 3 || (w[0] & 0x3F) != MT_HEAPBITS_SUBTAG || !w[1] || w[1] > 8 * HEAPBIN_LIMIT) return 0;
+    size_t words = (w[1] + bits - 1) / bits;
+    unsigned bytes = (unsigned)(w[1] % bits + 7) / 8;
+    if (w[0] >> 6 != 1 + words || 2 + words > n || !bytes || bytes == sizeof *w) return 0;
+    *last = 1 + words;
+    return bytes;
+}
+
 int mt_layout_fun(const uintptr_t *w, size_t n)
 {
     if (n <= MT_FUN_PADDED + 1 || w[0] != MT_FUN_HEADER || !w[1] || w[1] % sizeof *w ||

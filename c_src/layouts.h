@@ -110,6 +110,16 @@ int mt_layout_subbits(const uintptr_t *w, size_t n);
 #define MT_HEAPBIN_SUBTAG 0x24
 unsigned mt_layout_heapbin(const uintptr_t *w, size_t n, size_t *last);
 
+/* An Erlang heap bitstring of OTP 27 (ErlHeapBits), which replaced the heap binary: a thing word,
+ * (1 + its data's words) << 6 | MT_HEAPBITS_SUBTAG, its size in bits (1 to 512), then its data,
+ * the last word written as far as the size, as above (Debian 13's bin/demo lost a C++ buffer to
+ * a literal's "--no-start": "rt" and six bytes of an address's high half). Returns how many of
+ * the last word's bytes hold data (1 to 7), its index in *last; 0 as above. In OTP 25 and 26
+ * this thing word is a ProcBin's, which agrees with its size only from 193 to 256 bytes: then the
+ * word masked is its flags. */
+#define MT_HEAPBITS_SUBTAG 0x20
+unsigned mt_layout_heapbits(const uintptr_t *w, size_t n, size_t *last);
+
 /* An Erlang fun of OTP 25 and 26 (ErlFunThing): the thing word MT_FUN_HEADER (arity 3, subtag
  * FUN), the fun's entry (a pointer), the next off-heap item (a pointer or NULL), a word whose two
  * low bytes are the fun's arity and its number of free variables, then its creator (a local pid,

@@ -19,6 +19,7 @@ defmodule Mtrace.Test.Lost do
   def lose_in_rows(_size), do: :erlang.nif_error(:not_loaded)
   def lose_in_binary27(_size), do: :erlang.nif_error(:not_loaded)
   def lose_in_heap_binary(_size), do: :erlang.nif_error(:not_loaded)
+  def lose_in_heap_bits(_size), do: :erlang.nif_error(:not_loaded)
   def lose_in_fun(_size), do: :erlang.nif_error(:not_loaded)
   def lose_in_atom(_size), do: :erlang.nif_error(:not_loaded)
   def lose_in_dead_thread(_size), do: :erlang.nif_error(:not_loaded)

@@ -464,24 +464,43 @@ static ERL_NIF_TERM lose_on_4g(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv
 /* lose_in_heap_binary(size): a block of size bytes whose address only the last word of an
  * Erlang heap binary holds: the binary's 17 bytes of data end with the address's low byte, and
  * the word's 7 bytes after them, which the VM never writes, hold the rest of it (layouts.h).
- * Returns the address xor MASK. */
-static void make_in_heap_binary(void *arg)
+ * lose_in_heap_bits(size): the same in an OTP 27 heap bitstring of 80 bits, whose last word holds
+ * two bytes of data. Each returns the address xor MASK. */
+static void in_heap_term(struct in_vm *v, uintptr_t head, uintptr_t size, const char *text,
+                         size_t words)
 {
-    struct in_vm *v = arg;
-    uintptr_t *b = vm_words(5);
+    uintptr_t *b = vm_words(words);
     if (!b) return;
     uintptr_t p = (uintptr_t)masked_block(v->size);
-    b[0] = 4 << 6 | 0x24; /* thing word: arity 4, HEAP_BINARY_SUBTAG */
-    b[1] = 17;
-    memcpy(&b[2], "lib/supervisor.e", 16);
-    b[4] = p;
+    b[0] = head;
+    b[1] = size;
+    memcpy(&b[2], text, 8 * (words - 3));
+    b[words - 1] = p;
     v->masked = (uint64_t)p ^ MASK;
+}
+
+static void make_in_heap_binary(void *arg)
+{
+    /* thing word: arity 4, HEAP_BINARY_SUBTAG */
+    in_heap_term(arg, 4 << 6 | 0x24, 17, "lib/supervisor.e", 5);
+}
+
+static void make_in_heap_bits(void *arg)
+{
+    /* thing word: arity 3, OTP 27's HEAP_BITS_SUBTAG */
+    in_heap_term(arg, 3 << 6 | 0x20, 80, "--no-sta", 4);
 }
 
 static ERL_NIF_TERM lose_in_heap_binary(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     (void)argc;
     return lose_by(env, argv, make_in_heap_binary);
+}
+
+static ERL_NIF_TERM lose_in_heap_bits(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    return lose_by(env, argv, make_in_heap_bits);
 }
 
 /* lose_in_fun(size): a block of size bytes whose address only the arity word of an Erlang fun of
@@ -1144,6 +1163,7 @@ static ErlNifFunc funcs[] = {
     {"lose_in_rows", 1, lose_in_rows, 0},
     {"lose_in_binary27", 1, lose_in_binary27, 0},
     {"lose_in_heap_binary", 1, lose_in_heap_binary, 0},
+    {"lose_in_heap_bits", 1, lose_in_heap_bits, 0},
     {"lose_in_fun", 1, lose_in_fun, 0},
     {"lose_in_atom", 1, lose_in_atom, 0},
     {"lose_in_dead_thread", 1, lose_in_dead_thread, 0},
