@@ -113,21 +113,13 @@ uintptr_t mt_layout_text_end(const uintptr_t *w, size_t k)
 
 unsigned mt_layout_heapbin(const uintptr_t *w, size_t n, size_t *last)
 {
-    if (n < 3 || (w[0] & 0x3F) != MT_HEAPBIN_SUBTAG || !w[1] || w[1] > HEAPBIN_LIMIT ||
-        !(w[1] % sizeof *w))
-        return 0;
-    size_t words = (w[1] + sizeof *w - 1) / sizeof *w;
-    if (w[0] >> 6 != 1 + words || 2 + words > n) return 0;
-    *last = 1 + words;
-    return (unsigned)(w[1] % sizeof *w);
-}
-
-unsigned mt_layout_heapbits(const uintptr_t *w, size_t n, size_t *last)
-{
-    const size_t bits = 8 * sizeof *w;
-    if (n < 3 || (w[0] & 0x3F) != MT_HEAPBITS_SUBTAG || !w[1] || w[1] > 8 * HEAPBIN_LIMIT) return 0;
-    size_t words = (w[1] + bits - 1) / bits;
-    unsigned bytes = (unsigned)(w[1] % bits + 7) / 8;
+    /* the size's unit, in bits: a byte (OTP 25, 26) or a bit (OTP 27) */
+    size_t unit = (w[0] & 0x3F) == MT_HEAPBIN_SUBTAG    ? 8
+                  : (w[0] & 0x3F) == MT_HEAPBITS_SUBTAG ? 1
+                                                        : 0;
+    if (n < 3 || !unit || !w[1] || w[1] > 8 * HEAPBIN_LIMIT / unit) return 0;
+    size_t per_word = 8 * sizeof *w / unit, words = (w[1] + per_word - 1) / per_word;
+    unsigned bytes = (unsigned)((w[1] % per_word * unit + 7) / 8);
     if (w[0] >> 6 != 1 + words || 2 + words > n || !bytes || bytes == sizeof *w) return 0;
     *last = 1 + words;
     return bytes;

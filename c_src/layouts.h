@@ -99,26 +99,19 @@ int mt_layout_matchstate(const uintptr_t *w, size_t n);
 int mt_layout_subbits(const uintptr_t *w, size_t n);
 
 /* An Erlang heap binary of OTP 25 and 26 (ErlHeapBin): a thing word, (1 + its data's words) << 6
- * | MT_HEAPBIN_SUBTAG, its size in bytes (1 to 64, ERL_ONHEAP_BIN_LIMIT), then its data. The VM
- * writes the last data word only as far as the size: the bytes after it keep what the memory
- * held, the high bytes of a stale pointer as often as not, which the data's last byte turns into
- * an address inside the same block (bench/stale.exs: a module's literal "lib/supervisor.ex" kept
- * a lost block). Returns how many of the last word's bytes are data (1 to 7), its index in
- * *last; 0 when the n words at w are no heap binary or its last word is all data. OTP 27 counts
- * the size in bits: read as bytes it agrees with the thing word only for 8 bits or fewer, where
- * it keeps at least the data's one byte. */
+ * | MT_HEAPBIN_SUBTAG, its size in bytes (1 to 64, ERL_ONHEAP_BIN_LIMIT), then its data; or the
+ * heap bitstring of OTP 27 that replaced it (ErlHeapBits): the same with MT_HEAPBITS_SUBTAG and
+ * the size in bits (1 to 512). The VM writes the last data word only as far as the size: the
+ * bytes after it keep what the memory held, the high bytes of a stale pointer as often as not,
+ * which the data's last byte turns into an address inside the same block (bench/stale.exs: a
+ * module's literal "lib/supervisor.ex" kept a lost block; in Debian 13, a literal's "--no-start",
+ * "rt" and six bytes of an address's high half, kept a C++ buffer). Returns how many of the last
+ * word's bytes are data (1 to 7), its index in *last; 0 when the n words at w are neither or the
+ * last word is all data. In OTP 25 and 26 the bitstring's thing word is a ProcBin's, which
+ * agrees with its size only from 193 to 256 bytes: then the word masked is its flags. */
 #define MT_HEAPBIN_SUBTAG 0x24
-unsigned mt_layout_heapbin(const uintptr_t *w, size_t n, size_t *last);
-
-/* An Erlang heap bitstring of OTP 27 (ErlHeapBits), which replaced the heap binary: a thing word,
- * (1 + its data's words) << 6 | MT_HEAPBITS_SUBTAG, its size in bits (1 to 512), then its data,
- * the last word written as far as the size, as above (Debian 13's bin/demo lost a C++ buffer to
- * a literal's "--no-start": "rt" and six bytes of an address's high half). Returns how many of
- * the last word's bytes hold data (1 to 7), its index in *last; 0 as above. In OTP 25 and 26
- * this thing word is a ProcBin's, which agrees with its size only from 193 to 256 bytes: then the
- * word masked is its flags. */
 #define MT_HEAPBITS_SUBTAG 0x20
-unsigned mt_layout_heapbits(const uintptr_t *w, size_t n, size_t *last);
+unsigned mt_layout_heapbin(const uintptr_t *w, size_t n, size_t *last);
 
 /* An Erlang fun of OTP 25 and 26 (ErlFunThing): the thing word MT_FUN_HEADER (arity 3, subtag
  * FUN), the fun's entry (a pointer), the next off-heap item (a pointer or NULL), a word whose two

@@ -273,10 +273,8 @@ static void scan_words(struct ctx *c, const void *p, size_t len, uintptr_t at)
             consider(c, w[k] & text, at + k * sizeof *w);
             continue;
         }
-        if (((w[k] & 0x3F) == MT_HEAPBIN_SUBTAG &&
-             (bytes = mt_layout_heapbin(w + k, n - k, &last))) ||
-            ((w[k] & 0x3F) == MT_HEAPBITS_SUBTAG &&
-             (bytes = mt_layout_heapbits(w + k, n - k, &last)))) {
+        if (((w[k] & 0x3F) == MT_HEAPBIN_SUBTAG || (w[k] & 0x3F) == MT_HEAPBITS_SUBTAG) &&
+            (bytes = mt_layout_heapbin(w + k, n - k, &last))) {
             padded = k + last;
             data = ((uintptr_t)1 << 8 * bytes) - 1;
         }

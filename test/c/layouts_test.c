@@ -368,18 +368,18 @@ static void heap_bitstrings(void)
 {
     uintptr_t b[5] = {3 << 6 | MT_HEAPBITS_SUBTAG, 80, 1, 0x7f0012345678, 0};
     size_t last = 0;
-    check(mt_layout_heapbits(b, 5, &last) == 2 && last == 3,
+    check(mt_layout_heapbin(b, 5, &last) == 2 && last == 3,
           "a heap bitstring's last word is read as far as its data: two bytes of 80 bits");
-    check(!mt_layout_heapbits(b, 3, &last), "one cut short is not taken");
+    check(!mt_layout_heapbin(b, 3, &last), "one cut short is not taken");
     b[1] = 128;
-    check(!mt_layout_heapbits(b, 5, &last), "one of 128 bits, whose last word is all data, is not");
+    check(!mt_layout_heapbin(b, 5, &last), "one of 128 bits, whose last word is all data, is not");
     b[1] = 121;
-    check(!mt_layout_heapbits(b, 5, &last), "nor one of 121: its last byte is data too");
+    check(!mt_layout_heapbin(b, 5, &last), "nor one of 121: its last byte is data too");
     b[1] = 129;
-    check(!mt_layout_heapbits(b, 5, &last), "a thing word that disagrees with the size is not");
+    check(!mt_layout_heapbin(b, 5, &last), "a thing word that disagrees with the size is not");
     b[0] = 10 << 6 | MT_HEAPBITS_SUBTAG;
     b[1] = 513;
-    check(!mt_layout_heapbits(b, 5, &last), "a size past 512 bits is not");
+    check(!mt_layout_heapbin(b, 5, &last), "a size past 512 bits is not");
 }
 
 /* A fun of OTP 25 and 26: its arity word is data in its two low bytes only. */
