@@ -355,11 +355,11 @@ static int fits(int64_t v, int64_t lo, int64_t hi)
     return v >= lo && v <= hi;
 }
 
-/* The row of return address pc (looked up at pc - 1, inside the call). */
-static struct row find_row(uintptr_t pc)
+/* The row of the code at `at`: pc - 1 for a return address pc (inside the call), pc itself for
+ * an interrupted thread's. */
+static struct row find_row(uintptr_t pc, uintptr_t at)
 {
     struct row r = {.pc = pc, .how = HOW_GIVE_UP};
-    uintptr_t at = pc - 1;
     struct dl_find_object obj;
     if (_dl_find_object((void *)at, &obj) != 0) {
         r.how = HOW_NO_OBJECT;
@@ -426,10 +426,10 @@ static struct row find_row(uintptr_t pc)
 
 static inline struct row row_for(struct mt_cfi_rows *rows, uintptr_t pc)
 {
-    if (!rows) return find_row(pc);
+    if (!rows) return find_row(pc, pc - 1);
     struct row *r = &rows->row[(pc * 0x9E3779B97F4A7C15ull) >> (64 - ROWS_BITS)];
     if (r->pc == pc) return *r;
-    struct row found = find_row(pc);
+    struct row found = find_row(pc, pc - 1);
     if (found.how != HOW_NO_OBJECT) *r = found;
     return found;
 }
@@ -442,14 +442,49 @@ static inline int word_at(uintptr_t a, uintptr_t lo, uintptr_t hi, uintptr_t *v)
     return 1;
 }
 
+/* The registers of a walk: where it is, and RBP as far as the rows keep it. */
+struct walk {
+    uintptr_t pc, sp, rbp, rbp_at, cfa;
+    int rbp_known;
+};
+
+enum { STEP_ON, STEP_END, STEP_GIVE_UP };
+
+/* One step by row r (HOW_STEP) from the frame at w->pc to its caller, reading the stack in
+ * [lo, hi): STEP_ON, or STEP_END where the stack ends (w->cfa: the frame's), or STEP_GIVE_UP. */
+static inline int step(struct row r, struct walk *w, uintptr_t lo, uintptr_t hi)
+{
+    if (r.cfa_on_rbp && !w->rbp_known) return STEP_GIVE_UP;
+    uintptr_t cfa = (r.cfa_on_rbp ? w->rbp : w->sp) + (uintptr_t)(intptr_t)r.cfa_off, ra;
+    if (cfa <= w->sp || !word_at(cfa + (uintptr_t)(intptr_t)r.ra_off, lo, hi, &ra))
+        return STEP_GIVE_UP;
+    w->cfa = cfa;
+    if (r.rbp_rule == RBP_AT) {
+        w->rbp_at = cfa + (uintptr_t)(intptr_t)r.rbp_off;
+        if (!word_at(w->rbp_at, lo, hi, &w->rbp)) return STEP_GIVE_UP;
+    } else if (r.rbp_rule == RBP_IS) {
+        w->rbp = cfa + (uintptr_t)(intptr_t)r.rbp_off;
+        w->rbp_at = 0;
+    } else if (r.rbp_rule == RBP_LOST) {
+        w->rbp_known = 0;
+    } else if (r.rbp_rule == RBP_END) {
+        return STEP_END;
+    }
+    if (!ra) return STEP_END;
+    w->pc = ra;
+    w->sp = cfa;
+    return STEP_ON;
+}
+
 int mt_cfi_backtrace(struct mt_cfi_rows *rows, uintptr_t stack_hi, uintptr_t *ips, uintptr_t *sps,
                      int max, struct mt_cfi_jit *jit)
 {
     uintptr_t regs[3];
     mt_cfi_regs(regs);
-    uintptr_t pc = regs[0], sp = regs[1], rbp = regs[2], lo = sp, rbp_at = 0;
+    struct walk w = {.pc = regs[0], .sp = regs[1], .rbp = regs[2], .rbp_known = 1};
+    uintptr_t lo = w.sp;
     if (jit) jit->found = 0;
-    int rbp_known = 1, n = 0;
+    int n = 0;
     if (rows) {
         unsigned now = __atomic_load_n(&unloads, __ATOMIC_ACQUIRE);
         if (rows->generation != now) {
@@ -458,40 +493,50 @@ int mt_cfi_backtrace(struct mt_cfi_rows *rows, uintptr_t stack_hi, uintptr_t *ip
         }
     }
     while (n < max) {
-        ips[n] = pc;
-        sps[n++] = sp;
-        struct row r = row_for(rows, pc);
+        ips[n] = w.pc;
+        sps[n++] = w.sp;
+        struct row r = row_for(rows, w.pc);
         if (r.how == HOW_LAST) break;
         /* libunwind goes on from code in no object along RBP, when RBP is at most 16 KiB above
          * the stack pointer; else the stack ends there. Its guesses are libunwind's to make. */
         if (r.how == HOW_NO_OBJECT) {
-            if (jit && rbp_known && jit->follow()) {
+            if (jit && w.rbp_known && jit->follow()) {
                 jit->found = 1;
-                jit->rbp = rbp;
-                jit->rbp_at = rbp_at;
+                jit->rbp = w.rbp;
+                jit->rbp_at = w.rbp_at;
                 break;
             }
-            if (rbp_known && (!rbp || rbp < sp || rbp - sp > 0x4000)) break;
+            if (w.rbp_known && (!w.rbp || w.rbp < w.sp || w.rbp - w.sp > 0x4000)) break;
             return -1;
         }
-        if (r.how != HOW_STEP || (r.cfa_on_rbp && !rbp_known)) return -1;
-        uintptr_t cfa = (r.cfa_on_rbp ? rbp : sp) + (uintptr_t)(intptr_t)r.cfa_off, ra;
-        if (cfa <= sp || !word_at(cfa + (uintptr_t)(intptr_t)r.ra_off, lo, stack_hi, &ra))
-            return -1;
-        if (r.rbp_rule == RBP_AT) {
-            rbp_at = cfa + (uintptr_t)(intptr_t)r.rbp_off;
-            if (!word_at(rbp_at, lo, stack_hi, &rbp)) return -1;
-        } else if (r.rbp_rule == RBP_IS) {
-            rbp = cfa + (uintptr_t)(intptr_t)r.rbp_off;
-            rbp_at = 0;
-        } else if (r.rbp_rule == RBP_LOST) {
-            rbp_known = 0;
-        } else if (r.rbp_rule == RBP_END) {
+        if (r.how != HOW_STEP) return -1;
+        int how = step(r, &w, lo, stack_hi);
+        if (how == STEP_GIVE_UP) return -1;
+        if (how == STEP_END) break;
+    }
+    return n;
+}
+
+int mt_cfi_frames(uintptr_t pc, uintptr_t sp, uintptr_t rbp, uintptr_t hi, uintptr_t *ips,
+                  uintptr_t *tops, int max)
+{
+    struct walk w = {.pc = pc, .sp = sp, .rbp = rbp, .rbp_known = 1};
+    uintptr_t lo = sp;
+    int n = 0;
+    while (n < max) {
+        struct row r = n ? find_row(w.pc, w.pc - 1) : find_row(w.pc, w.pc);
+        if (r.how == HOW_LAST) {
+            ips[n] = w.pc;
+            tops[n++] = hi;
             break;
         }
-        if (!ra) break;
-        pc = ra;
-        sp = cfa;
+        if (r.how != HOW_STEP) break;
+        uintptr_t at = w.pc;
+        int how = step(r, &w, lo, hi);
+        if (how == STEP_GIVE_UP) break;
+        ips[n] = at;
+        tops[n++] = w.cfa;
+        if (how == STEP_END) break;
     }
     return n;
 }

@@ -55,4 +55,15 @@ struct mt_cfi_jit {
 int mt_cfi_backtrace(struct mt_cfi_rows *rows, uintptr_t stack_hi, uintptr_t *ips, uintptr_t *sps,
                      int max, struct mt_cfi_jit *jit);
 
+/* The frames of another thread, stopped (world.h) at pc with stack pointer sp and RBP rbp, its
+ * stack [sp, hi): ips[k] is frame k's code address (frame 0: pc, the instruction it was stopped
+ * at, looked up there; then return addresses, looked up at ip - 1) and tops[k] where its frame
+ * ends (its CFA; hi for the outermost frame), so that frame k holds the words in
+ * [tops[k - 1], tops[k]). Returns how many frames are known, at most max: the walk ends, without
+ * a guess, at a frame these rules cannot step (code in no object, a signal frame), which is not
+ * counted. Reads .eh_frame and the stack only; no malloc, no lock, no rows cache. The thread
+ * must stay stopped. */
+int mt_cfi_frames(uintptr_t pc, uintptr_t sp, uintptr_t rbp, uintptr_t hi, uintptr_t *ips,
+                  uintptr_t *tops, int max);
+
 #endif

@@ -550,14 +550,19 @@ static ERL_NIF_TERM leaks(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     return enif_make_tuple_from_array(env, result, paths ? 3 : 2);
 }
 
-/* What marked record i first (roots.h), as why/2's term: {:tls, via, tid, path | nil, offset},
- * {:stack, via, tid, offset}, {:static, via, path, symbol | nil, offset}, {:mapping, via, lo | nil,
- * hi | nil, path | nil}, {:register, tid, name} or {:altstack, tid}. */
+/* What marked record i first (roots.h), as why/2's term, a thread as {tid, name | nil}:
+ * {:tls, via, thread, path | nil, offset}, {:stack, via, thread, offset, {ip, lookup} | nil} (the
+ * frame's code address, and the one to symbolize: ip + 1 where the thread was stopped),
+ * {:static, via, path, symbol | nil, offset}, {:mapping, via, lo | nil, hi | nil, path | nil},
+ * {:register, thread, name} or {:altstack, thread}. */
 static ERL_NIF_TERM root_of(ErlNifEnv *env, const struct mt_reach *r, size_t i)
 {
-    struct mt_root root;
+    struct mt_root root = {0};
     mt_root_name(r, i, &root);
-    ERL_NIF_TERM via = enif_make_uint64(env, root.via), tid = enif_make_int(env, root.tid);
+    ERL_NIF_TERM via = enif_make_uint64(env, root.via);
+    ERL_NIF_TERM thread[2] = {enif_make_int(env, root.tid),
+                              root.thread[0] ? make_string(env, root.thread) : atom_nil};
+    ERL_NIF_TERM tid = enif_make_tuple_from_array(env, thread, 2);
     ERL_NIF_TERM library = root.library ? make_string(env, root.library) : atom_nil;
     switch (root.kind) {
     case MT_ROOT_TLS: {
@@ -566,9 +571,12 @@ static ERL_NIF_TERM root_of(ErlNifEnv *env, const struct mt_reach *r, size_t i)
         return enif_make_tuple_from_array(env, k, 5);
     }
     case MT_ROOT_STACK: {
-        ERL_NIF_TERM k[4] = {enif_make_atom(env, "stack"), via, tid,
-                             enif_make_long(env, (long)root.offset)};
-        return enif_make_tuple_from_array(env, k, 4);
+        ERL_NIF_TERM ip[2] = {enif_make_uint64(env, root.ip),
+                              enif_make_uint64(env, root.ip + (root.exact ? 1 : 0))};
+        ERL_NIF_TERM frame = root.ip ? enif_make_tuple_from_array(env, ip, 2) : atom_nil;
+        ERL_NIF_TERM k[5] = {enif_make_atom(env, "stack"), via, tid,
+                             enif_make_long(env, (long)root.offset), frame};
+        return enif_make_tuple_from_array(env, k, 5);
     }
     case MT_ROOT_STATIC: {
         ERL_NIF_TERM k[5] = {enif_make_atom(env, "static"), via, library,
@@ -841,11 +849,22 @@ static ERL_NIF_TERM frames(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     }
     int bad = 0;
     while (enif_get_list_cell(env, list, &head, &list)) {
-        ErlNifUInt64 id;
-        /* Not a stack id: badarg, even for the list's last element (list is its tail already). */
-        if ((bad = !enif_get_uint64(env, head, &id) || id > mt_stack_count())) break;
+        ErlNifUInt64 id, code;
+        const ERL_NIF_TERM *one;
+        int arity;
         const uintptr_t *ips;
-        int depth = id ? mt_stack_get((uint32_t)id, &ips) : 0;
+        int depth;
+        /* {ip}: one address of code live now (a why/2 root's frame) */
+        if (enif_get_tuple(env, head, &arity, &one) && arity == 1 &&
+            enif_get_uint64(env, one[0], &code)) {
+            id = UINT64_MAX;
+            ips = (const uintptr_t *)&code;
+            depth = 1;
+        } else {
+            /* Not a stack id: badarg, even for the list's last element (list is its tail). */
+            if ((bad = !enif_get_uint64(env, head, &id) || id > mt_stack_count())) break;
+            depth = id ? mt_stack_get((uint32_t)id, &ips) : 0;
+        }
         ERL_NIF_TERM f[MT_DEPTH_MAX * 4];
         unsigned nf = 0;
         for (int i = 0; i < depth; i++) {

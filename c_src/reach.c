@@ -18,6 +18,7 @@
 #include "account.h"
 #include "beam_frames.h"
 #include "beam_heaps.h"
+#include "cfi.h"
 #include "config.h"
 #include "heap.h"
 #include "layouts.h"
@@ -855,8 +856,9 @@ static void go_on(struct ctx *c, struct mt_world *world)
     mt_maps_drop(&c->maps);
 }
 
-/* The threads as the paths name them: the stopped ones in the world's order, then the caller. */
-static void note_threads(struct ctx *c, struct mt_reach_thread *to)
+/* The threads as the paths name them: the stopped ones in the world's order, then the caller
+ * (here: its registers). */
+static void note_threads(struct ctx *c, struct mt_reach_thread *to, const uintptr_t *here)
 {
     for (size_t i = 0; i <= c->world->n; i++) {
         struct mt_reach_thread *t = &to[i];
@@ -880,6 +882,10 @@ static void note_threads(struct ctx *c, struct mt_reach_thread *to)
             t->tp = (uintptr_t)pthread_self();
         }
         own_stack(t->sp, &t->lo, &t->hi, c);
+        const uintptr_t *regs = i < c->world->n ? c->world->t[i].regs : here;
+        if (t->tid && t->hi && regs[MT_WORLD_RSP] >= t->lo && regs[MT_WORLD_RSP] < t->hi)
+            t->frames = mt_cfi_frames(regs[MT_WORLD_RIP], regs[MT_WORLD_RSP], regs[MT_WORLD_RBP],
+                                      t->hi, t->ip, t->top, MT_REACH_FRAMES);
     }
 }
 
@@ -943,7 +949,7 @@ static int run(struct mt_reach *r, int at_exit, int walk_heap, int paths, uintpt
         c.self_sp = (uintptr_t)__builtin_frame_address(0);
     mark_from_roots(&c, own_lo, own_hi, at_exit ? NULL : regs);
     if (paths) {
-        note_threads(&c, r->thread);
+        note_threads(&c, r->thread, regs);
         r->threads_noted = threads;
         /* the lost ones are classified breadth first too, each noting its parent */
         c.nwork = c.head = 0;

@@ -68,11 +68,16 @@ enum mt_reach_state {
 };
 
 /* A thread as mt_reach_paths() names it: its stack pointer and the mapping that holds it (0 and
- * 0 when none does), its thread pointer; tid 0 for a thread that did not stop. */
+ * 0 when none does), its thread pointer, and its frames as they were while it was stopped (cfi.h's
+ * mt_cfi_frames: frames of them, innermost first; the calling thread's from the mark's own
+ * frame); tid 0 for a thread that did not stop. */
+#define MT_REACH_FRAMES 48
 struct mt_reach_thread {
     pid_t tid;
     uintptr_t sp, lo, hi;
     uintptr_t tp; /* its thread pointer (world.h) */
+    int frames;
+    uintptr_t ip[MT_REACH_FRAMES], top[MT_REACH_FRAMES];
 };
 
 /* What marked a block first (mt_reach_paths), other than a block: a word of memory outside every

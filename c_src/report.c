@@ -412,6 +412,16 @@ static const char *base_name(const char *path)
     return slash ? slash + 1 : path;
 }
 
+/* A thread: its id, and its name when it has one ("1234 (1_scheduler)"). */
+static void print_thread(struct mt_out *o, const struct mt_root *root)
+{
+    mt_out_u64(o, (uint64_t)root->tid);
+    if (!root->thread[0]) return;
+    mt_out_str(o, " (");
+    mt_out_str(o, root->thread);
+    mt_out_str(o, ")");
+}
+
 static void print_root(struct mt_out *o, const struct mt_root *root)
 {
     switch (root->kind) {
@@ -423,29 +433,36 @@ static void print_root(struct mt_out *o, const struct mt_root *root)
         mt_out_str(o, "+");
         mt_out_i64(o, root->offset, 0);
         return;
-    case MT_ROOT_STACK:
+    case MT_ROOT_STACK: {
         mt_out_str(o, "stack of thread ");
-        mt_out_u64(o, (uint64_t)root->tid);
+        print_thread(o, root);
         mt_out_str(o, " (sp+");
         mt_out_i64(o, root->offset, 0);
         mt_out_str(o, ")");
+        struct mt_frame_info f =
+            mt_symbolize_function(UINT64_MAX, root->ip + (root->exact ? 1 : 0), 1);
+        if (root->ip && f.function) {
+            mt_out_str(o, " in ");
+            mt_out_str(o, f.function);
+        }
         return;
+    }
     case MT_ROOT_TLS:
         mt_out_str(o, root->library ? "TLS of " : "control block");
         if (root->library) mt_out_str(o, base_name(root->library));
         mt_out_str(o, root->library ? " in thread " : " of thread ");
-        mt_out_u64(o, (uint64_t)root->tid);
+        print_thread(o, root);
         mt_out_str(o, "+");
         mt_out_i64(o, root->offset, 0);
         return;
     case MT_ROOT_REGISTER:
         mt_out_str(o, root->reg);
         mt_out_str(o, " of thread ");
-        mt_out_u64(o, (uint64_t)root->tid);
+        print_thread(o, root);
         return;
     case MT_ROOT_ALTSTACK:
         mt_out_str(o, "sigaltstack of thread ");
-        mt_out_u64(o, (uint64_t)root->tid);
+        print_thread(o, root);
         return;
     case MT_ROOT_LOST:
         mt_out_str(o, "nothing (lost)");

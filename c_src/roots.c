@@ -12,6 +12,7 @@
 #include "proc.h"
 #include "symbols.h"
 #include "world.h"
+#include "writer.h"
 
 /* The loaded objects' static TLS blocks, each at the same distance below every thread's thread
  * pointer: found from the calling thread's own (dl_iterate_phdr's dlpi_tls_data). A block of
@@ -78,6 +79,30 @@ static int tls_root(const struct mt_reach_thread *t, const struct tls_objects *o
     return 0;
 }
 
+/* The frame of thread t that holds the stack word at via: the first whose end lies above it (the
+ * red zone below the stack pointer is frame 0's). */
+static void frame_of(const struct mt_reach_thread *t, uintptr_t via, struct mt_root *out)
+{
+    for (int k = 0; k < t->frames; k++)
+        if (via < t->top[k]) {
+            out->ip = t->ip[k];
+            out->exact = k == 0;
+            return;
+        }
+}
+
+/* The name the kernel keeps for thread tid, when it is still there. */
+static void thread_name(pid_t tid, struct mt_root *out)
+{
+    char path[48] = "/proc/self/task/", digits[24], text[128];
+    strcat(strcat(path, mt_utoa((uint64_t)tid, digits + sizeof digits)), "/status");
+    const char *v = mt_proc_field(path, "Name:", text, sizeof text);
+    size_t len = v ? strcspn(v, "\n") : 0;
+    if (len >= sizeof out->thread) len = sizeof out->thread - 1;
+    if (v) memcpy(out->thread, v, len);
+    out->thread[len] = '\0';
+}
+
 /* The root that holds the word at via (MT_REACH_MEMORY): a stopped thread's TLS or stack, a
  * loaded module's data, or another mapping. */
 static void memory_root(const struct mt_reach *r, uintptr_t via, struct mt_root *out)
@@ -91,6 +116,7 @@ static void memory_root(const struct mt_reach *r, uintptr_t via, struct mt_root 
         if (t->tid && via >= t->lo && via < t->hi) {
             *out = (struct mt_root){
                 .kind = MT_ROOT_STACK, .via = via, .tid = t->tid, .offset = (int64_t)(via - t->sp)};
+            frame_of(t, via, out);
             return;
         }
     }
@@ -136,4 +162,5 @@ void mt_root_name(const struct mt_reach *r, size_t i, struct mt_root *out)
     } else {
         memory_root(r, via, out);
     }
+    if (out->tid) thread_name(out->tid, out);
 }

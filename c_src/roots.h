@@ -22,7 +22,10 @@
 enum mt_root_kind {
     MT_ROOT_TLS,      /* tid, via; library NULL: the control block, offset from the thread
                        * pointer; else the object, offset in its block */
-    MT_ROOT_STACK,    /* tid, via; offset from its stack pointer (negative in the red zone) */
+    MT_ROOT_STACK,    /* tid, via; offset from its stack pointer (negative in the red zone);
+                       * ip: the code of the frame that holds via, when the stopped thread's
+                       * frames were known that far (cfi.h), exact set for the instruction it
+                       * was stopped at (frame 0), clear for a return address */
     MT_ROOT_STATIC,   /* via; library, symbol (NULL when none covers it), offset in it or in
                        * the file */
     MT_ROOT_MAPPING,  /* via; lo and hi (0 when no mapping holds it), library: its path ("" for
@@ -40,8 +43,11 @@ struct mt_root {
     int64_t offset;
     uintptr_t lo, hi;
     const char *library, *symbol, *reg;
+    uintptr_t ip;
+    int exact;
     char text[256]; /* a TLS object's or a mapping's path, which library points to */
     char allocator[32];
+    char thread[16]; /* the name of tid (its comm), "" when it has none or has gone */
 };
 
 /* Names what marked record i of r first. */

@@ -54,6 +54,7 @@ struct mt_world {
 void mt_world_regs(const void *ucontext, uintptr_t out[MT_WORLD_REGS]);
 extern const char *const mt_world_reg_names[MT_WORLD_REGS];
 #define MT_WORLD_RBX 1
+#define MT_WORLD_RBP 6
 #define MT_WORLD_RSP 7
 #define MT_WORLD_RIP 16
 

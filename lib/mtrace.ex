@@ -482,15 +482,17 @@ defmodule Mtrace do
     end
   end
 
-  # The NIF's chains ({root, links}, or nil) as Mtrace.Path structs, their stacks named at once.
+  # The NIF's chains ({root, links}, or nil) as Mtrace.Path structs, their stacks and the code of
+  # their stack roots' frames named at once.
   defp paths(chains, demangle) do
     ids = for {_, links} <- chains, {_, _, id, _} <- links, id != nil, uniq: true, do: id
-    stacks = Sites.stacks(ids, demangle)
+    code = for {{:stack, _, _, _, {_, at}}, _} <- chains, uniq: true, do: {at}
+    stacks = Sites.stacks(ids ++ code, demangle)
 
     for chain <- chains do
       with {root, links} <- chain do
         %Mtrace.Path{
-          root: path_root(root),
+          root: path_root(root, stacks),
           links:
             for {a, size, id, offset} <- links do
               %{address: a, size: size, offset: offset, stack: Map.get(stacks, id, [])}
@@ -500,25 +502,43 @@ defmodule Mtrace do
     end
   end
 
-  defp path_root({:stack, via, tid, offset}),
-    do: %{kind: :stack, address: via, thread: tid, offset: offset}
+  defp path_root({:stack, via, {tid, name}, offset, code}, stacks) do
+    frame =
+      case code && Map.get(stacks, {elem(code, 1)}) do
+        [innermost | _] -> %{innermost | address: elem(code, 0)}
+        _ -> nil
+      end
 
-  defp path_root({:static, via, library, name, offset}),
+    %{kind: :stack, address: via, thread: tid, thread_name: name, offset: offset, frame: frame}
+  end
+
+  defp path_root({:static, via, library, name, offset}, _),
     do: %{kind: :static, address: via, library: library, name: name, offset: offset}
 
-  defp path_root({:tls, via, tid, library, offset}),
-    do: %{kind: :tls, address: via, thread: tid, library: library, offset: offset}
+  defp path_root({:tls, via, {tid, name}, library, offset}, _),
+    do: %{
+      kind: :tls,
+      address: via,
+      thread: tid,
+      thread_name: name,
+      library: library,
+      offset: offset
+    }
 
-  defp path_root({:register, tid, name}), do: %{kind: :register, thread: tid, register: name}
-  defp path_root({:altstack, tid}), do: %{kind: :altstack, thread: tid}
-  defp path_root({:lost}), do: %{kind: :lost}
+  defp path_root({:register, {tid, name}, register}, _),
+    do: %{kind: :register, thread: tid, thread_name: name, register: register}
 
-  defp path_root({:mapping, via, lo, hi, "", allocator}) do
+  defp path_root({:altstack, {tid, name}}, _),
+    do: %{kind: :altstack, thread: tid, thread_name: name}
+
+  defp path_root({:lost}, _), do: %{kind: :lost}
+
+  defp path_root({:mapping, via, lo, hi, "", allocator}, _) do
     %{kind: :vm, address: via, name: nil, allocator: allocator}
     |> Map.merge(mapping_place(via, lo, hi))
   end
 
-  defp path_root({:mapping, via, lo, hi, name, _}) do
+  defp path_root({:mapping, via, lo, hi, name, _}, _) do
     %{kind: :other, address: via, name: name}
     |> Map.merge(mapping_place(via, lo, hi))
   end

@@ -254,11 +254,11 @@ defmodule Mtrace.ReportTest do
              ~r/\n    kept by static libc.so.6:_IO_2_1_stdout_\+\d+ -> 0x[0-9a-f]+ \(4096 B\)\n/
 
     assert reachable =~
-             ~r/\n    kept by stack of thread \d+ \(sp\+-?\d+\) -> 0x[0-9a-f]+ \(333 B\)\n/
+             ~r/\n    kept by stack of thread \d+ \(holder\) \(sp\+\d+\) in holder -> 0x[0-9a-f]+ \(333 B\)\n/
 
     # the program's own thread-local variable, in its static TLS block
     assert reachable =~
-             ~r/\n    kept by TLS of reachprog in thread \d+\+0 -> 0x[0-9a-f]+ \(222 B\)\n/
+             ~r/\n    kept by TLS of reachprog in thread \d+ \(reachprog\)\+0 -> 0x[0-9a-f]+ \(222 B\)\n/
 
     # one line a site, and the lost ones have none
     assert length(Regex.scan(~r/kept by/, reachable)) == length(report!(text).reachable_sites)

@@ -99,8 +99,11 @@ defmodule Mtrace.WhyTest do
 
     # the first word that points to it, from the red zone below the stack pointer up: the
     # thread's local, or a copy a call it made left below
-    assert {%{kind: :stack, thread: ^tid, offset: offset}, links} = stack
+    assert {%{kind: :stack, thread: ^tid, offset: offset} = root, links} = stack
     assert offset >= -128
+    # the frame that holds it, by unwinding the stopped thread: its local `kept`
+    assert %{thread_name: "mt_holder", frame: %Mtrace.Frame{function: "stack_holder"}} = root
+    assert root.frame.library =~ ~r/lost\.so$/
     assert links == [{held, 256, nil, ["malloc", "stack_block"]}]
 
     # lost.so's __thread variable, in dynamic TLS (a library loaded by dlopen): the thread's

@@ -10,13 +10,21 @@ defmodule Mtrace.Path do
         `:address` (the word's).
       * `:stack` - a thread's stack, at or above its stack pointer: `:thread` (its Linux thread
         id), `:offset` (of the word from the stack pointer; the 128-byte red zone below it
-        counts too, as a negative offset) and `:address`.
+        counts too, as a negative offset), `:address`, and `:frame`: the function whose frame
+        holds the word (a `Mtrace.Frame` whose `:address` is the frame's code address: where the
+        thread was stopped for the innermost frame, else the return address into it, and whose
+        `:line` is that of the call), found by unwinding the stopped thread with its libraries'
+        call frame information; `nil` where that unwinding stops short of the word (code in no
+        library, such as the BEAM's JIT code, or a signal frame).
       * `:tls` - a thread's static thread-local storage: `:thread`, `:library` (the object whose
         TLS block holds the word, and `:offset` in that block), or `library: nil` for the
         thread's control block (glibc's `struct pthread`, which points to its dynamic TLS and
         holds `pthread_setspecific`'s first values; `:offset` from the thread pointer), and
         `:address`. An object loaded later keeps its TLS in a block of its own, reached from
         there.
+      Roots in a thread (`:stack`, `:tls`, `:register`, `:altstack`) also have `:thread_name`:
+      the name the kernel keeps for it (`"1_scheduler"`, `"erts_dios_3"`), `nil` when it has none
+      or has exited since.
       * `:register` - a register of a stopped thread (or of the thread that asked):
         `:thread` and `:register` (`"rax"`, ..., `"r15"`, `"rip"`).
       * `:altstack` - a thread's alternate signal stack, which only the kernel points to:
@@ -53,6 +61,8 @@ defmodule Mtrace.Path do
           optional(:name) => String.t() | nil,
           optional(:offset) => integer(),
           optional(:thread) => non_neg_integer(),
+          optional(:thread_name) => String.t() | nil,
+          optional(:frame) => Mtrace.Frame.t() | nil,
           optional(:register) => String.t(),
           optional(:allocator) => String.t() | nil,
           optional(:mapping) => {non_neg_integer(), non_neg_integer()} | nil
@@ -81,16 +91,19 @@ defimpl Inspect, for: Mtrace.Path do
   defp root(%{kind: :static, library: lib, name: name, offset: off}),
     do: "static #{Path.basename(lib)}:#{name || "+"}#{if name, do: "+"}#{off}"
 
-  defp root(%{kind: :stack, thread: tid, offset: off}), do: "stack of thread #{tid} (sp+#{off})"
+  defp root(%{kind: :stack, offset: off} = r) do
+    in_frame = if r[:frame], do: " in " <> Mtrace.Format.label(r.frame), else: ""
+    "stack of thread #{thread(r)} (sp+#{off})#{in_frame}"
+  end
 
-  defp root(%{kind: :tls, thread: tid, library: nil, offset: off}),
-    do: "control block of thread #{tid}+#{off}"
+  defp root(%{kind: :tls, library: nil, offset: off} = r),
+    do: "control block of thread #{thread(r)}+#{off}"
 
-  defp root(%{kind: :tls, thread: tid, library: lib, offset: off}),
-    do: "TLS of #{Path.basename(lib)} in thread #{tid}+#{off}"
+  defp root(%{kind: :tls, library: lib, offset: off} = r),
+    do: "TLS of #{Path.basename(lib)} in thread #{thread(r)}+#{off}"
 
-  defp root(%{kind: :register, thread: tid, register: reg}), do: "#{reg} of thread #{tid}"
-  defp root(%{kind: :altstack, thread: tid}), do: "sigaltstack of thread #{tid}"
+  defp root(%{kind: :register, register: reg} = r), do: "#{reg} of thread #{thread(r)}"
+  defp root(%{kind: :altstack} = r), do: "sigaltstack of thread #{thread(r)}"
   defp root(%{kind: :lost}), do: "lost"
 
   defp root(%{kind: :vm, offset: off, allocator: by}) when is_binary(by),
@@ -98,6 +111,9 @@ defimpl Inspect, for: Mtrace.Path do
 
   defp root(%{kind: kind, offset: off} = r), do: "#{kind} #{r[:name] || "mapping"}+#{off}"
   defp root(%{kind: kind}), do: "#{kind}"
+
+  defp thread(%{thread: tid} = r),
+    do: if(r[:thread_name], do: "#{tid} (#{r.thread_name})", else: "#{tid}")
 
   defp link(%{address: a, size: size, offset: off, stack: stack}) do
     site =

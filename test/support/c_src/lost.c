@@ -1008,9 +1008,20 @@ NAMED static void *stack_block(size_t size)
     return p;
 }
 
+/* Zeroes the stack below its caller's frame, where stack_block's copies of the address lie dead:
+ * the word that keeps the block is then the caller's own. */
+NAMED static void wipe_below(void)
+{
+    volatile char dead[1024];
+    for (size_t i = 0; i < sizeof dead; i++)
+        dead[i] = 0;
+}
+
 static void *stack_holder(void *arg)
 {
+    pthread_setname_np(pthread_self(), "mt_holder");
     void *volatile kept = stack_block((size_t)(uintptr_t)arg);
+    wipe_below();
     held_masked = (uint64_t)(uintptr_t)kept ^ MASK;
     held_tid = gettid();
     __atomic_store_n(&hold_state, 1, __ATOMIC_RELEASE);
