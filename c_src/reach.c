@@ -535,15 +535,35 @@ static void drain(struct ctx *c)
     c->head = c->nwork = 0;
 }
 
-/* A heap of one of glibc's thread arenas: 64 MiB-aligned, starting with a heap_info whose arena
- * pointer is just past it (the arena's first heap) or whose previous heap is another such. */
-static int arena_heap(struct ctx *c, uintptr_t lo, uintptr_t hi)
+/* A heap of one of glibc's thread arenas at lo, in a mapping that ends at hi: 64 MiB-aligned,
+ * starting with a heap_info whose arena pointer is just past it (the arena's first heap) or whose
+ * previous heap is another such. Returns how much of [lo, hi) it holds (its writable part,
+ * heap_info's mprotect_size), 0 when lo starts none. */
+static uintptr_t arena_heap(struct ctx *c, uintptr_t lo, uintptr_t hi)
 {
     uintptr_t info[4];
     if (lo % MT_HEAP_MAX || read_mem(c, lo, sizeof info, info) != sizeof info) return 0;
-    uintptr_t ar = info[0], prev = info[1], size = info[2];
+    uintptr_t ar = info[0], prev = info[1], size = info[2], rw = info[3];
     if (!ar || !size || size > MT_HEAP_MAX || size > hi - lo + MT_HEAP_MAX) return 0;
-    return prev ? prev % MT_HEAP_MAX == 0 : ar - lo == 0x20 || ar - lo == 0x30;
+    if (prev ? prev % MT_HEAP_MAX != 0 : ar - lo != 0x20 && ar - lo != 0x30) return 0;
+    rw = rw > size && rw <= MT_HEAP_MAX ? rw : size;
+    return rw < hi - lo ? rw : hi - lo;
+}
+
+/* An anonymous mapping read as roots from `from`, less the arena heaps inside it: the kernel
+ * merges a heap's writable part with an anonymous mapping just below it made with the same flags
+ * (the VM's carriers are), so a heap need not start its mapping. A heap's chunks are blocks or
+ * free memory, never roots. */
+static void scan_minus_heaps(struct ctx *c, uintptr_t lo, uintptr_t from, uintptr_t hi)
+{
+    for (uintptr_t a = (lo + MT_HEAP_MAX - 1) & ~(MT_HEAP_MAX - 1); a >= lo && a < hi;
+         a += MT_HEAP_MAX) {
+        uintptr_t held = arena_heap(c, a, hi);
+        if (!held) continue;
+        if (from < a) scan_minus_own(c, from, a);
+        if (from < a + held) from = a + held;
+    }
+    if (from < hi) scan_minus_own(c, from, hi);
 }
 
 /* Swap in use (or a status that cannot be read): a page out of memory then reads as not
@@ -681,14 +701,16 @@ static void scan_roots(struct ctx *c, uintptr_t own_lo, uintptr_t own_hi)
         if (named(q, plen, "[heap]") || named(q, plen, "[vvar]") || named(q, plen, "[vdso]") ||
             named(q, plen, "[vsyscall]") || (own_hi && lo < own_hi && hi > own_lo) ||
             (plen > 5 && memcmp(q, "/dev/", 5) == 0 && !named(q, plen, "/dev/zero (deleted)") &&
-             memcmp(q, "/dev/shm/", plen < 9 ? plen : 9) != 0) ||
-            (plen == 0 && arena_heap(c, lo, hi)))
+             memcmp(q, "/dev/shm/", plen < 9 ? plen : 9) != 0))
             continue;
         c->hiding = c->hide && hides(c, lo, hi, plen != 0);
         uintptr_t from = live_from(c, lo, hi);
         c->vm = from == lo && !plen;
         uintptr_t tcb_lo = c->vm ? exited_tcb(&tcb, lo, hi) : 0;
-        scan_minus_own(c, tcb_lo ? tcb_lo : from, hi);
+        if (plen)
+            scan_minus_own(c, from, hi);
+        else
+            scan_minus_heaps(c, lo, tcb_lo ? tcb_lo : from, hi);
     }
     c->vm = 0;
     c->hiding = 0;

@@ -390,7 +390,9 @@ defmodule Mtrace do
 
   The mark of `leaks/1` is made again, as a breadth-first search that notes, for each block it
   reaches, what pointed to it first: a library's static data (named by its variable), a thread's
-  stack, thread-local storage or registers, the VM's memory, or another block (with the offset of the pointer in it).
+  stack (with the function whose frame holds the word), thread-local storage or registers (each
+  thread by its id and name), the VM's memory, or another block (with the offset of the pointer
+  in it).
   The threads are stopped as for `leaks/1`, for the same time (`leaks_info/1`'s `:pause_ns`).
   This answers "this site keeps growing, but is not lost: who holds it?", and "why is this block
   that I expected lost not reported?" (a stale word, whose place the root says).

@@ -293,6 +293,15 @@ defmodule Mtrace.WhyTest do
     three_found("Lost.lose_in_vm_carrier(48)")
   end
 
+  test "a word in a thread arena's heap that shares its mapping with the memory below keeps nothing" do
+    # lose_in_merged_heap/1: the only words that held the block lie in a free chunk of a thread
+    # arena's heap whose mapping the kernel merged with anonymous memory below it, as it merges the
+    # VM's carriers: the mark finds the heap inside the mapping by its heap_info and leaves it out
+    # of the roots. Taken only where a heap starts its mapping, it kept every block (why/2: the
+    # merged mapping).
+    three_found("Lost.lose_in_merged_heap(48)")
+  end
+
   test "a word in the unused part of a live process's heap keeps nothing" do
     # lose_in_free_heap/1: the only word that held the block lies in a waiting process's heap,
     # above its heap top (free_heap_holds/1 proves it from the NIF's own view of that heap): the

@@ -7,6 +7,7 @@
 #include <erl_nif.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -214,6 +215,84 @@ static ERL_NIF_TERM lose_in_vm_carrier(ErlNifEnv *env, int argc, const ERL_NIF_T
 {
     (void)argc;
     return lose_by(env, argv, make_in_vm_carrier);
+}
+
+/* lose_in_merged_heap(size): a block of size bytes whose address only a free chunk of one of
+ * glibc's thread arenas holds, in a heap that shares its mapping with memory just below it, as the
+ * kernel merges the VM's carriers with a heap above them. glibc packs its heaps, each below the
+ * last one's reserved tail: the tail's top page is made writable here (it then has the heap's
+ * flags, and is merged with it), or, below the lowest heap, a page mapped. Made in a thread whose
+ * arena is not the main one: threads are started until one has such an arena (each waits until
+ * all have started, so that each takes another arena). Returns the address xor MASK; badarg when
+ * no thread could make such a heap. */
+#define MERGED_THREADS 48
+struct in_merged {
+    unsigned size;
+    int taken, go;
+    uint64_t masked;
+};
+
+/* Where the mapping that holds a starts, from /proc/self/maps; 0 when none holds it. */
+static uintptr_t mapping_start(uintptr_t a)
+{
+    char line[512];
+    uintptr_t lo = 0, hi = 0, found = 0;
+    FILE *f = fopen("/proc/self/maps", "r");
+    while (f && !found && fgets(line, sizeof line, f))
+        if (sscanf(line, "%lx-%lx", &lo, &hi) == 2 && a >= lo && a < hi) found = lo;
+    if (f) fclose(f);
+    return found;
+}
+
+static void merge_below(uintptr_t heap)
+{
+    const uintptr_t page = 4096;
+    if (mprotect((void *)(heap - page), page, PROT_READ | PROT_WRITE) != 0) {
+        void *m = mmap((void *)(heap - page), page, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+        if (m == MAP_FAILED) return;
+    }
+    *(volatile char *)(heap - page) = 1;
+}
+
+static void *merged_heap_thread(void *arg)
+{
+    struct in_merged *v = arg;
+    const uintptr_t heap_max = (uintptr_t)64 << 20;
+    uintptr_t *q = malloc(64), size = 0;
+    /* a chunk of a thread arena says so in its size word (NON_MAIN_ARENA), malloc's own */
+    if (q) memcpy(&size, (char *)q - sizeof size, sizeof size);
+    uintptr_t heap = (uintptr_t)q & ~(heap_max - 1);
+    if (q && (size & 4) && !__atomic_load_n(&v->taken, __ATOMIC_ACQUIRE)) {
+        if (mapping_start(heap) == heap) merge_below(heap);
+        if (mapping_start(heap) < heap && !__atomic_exchange_n(&v->taken, 1, __ATOMIC_ACQ_REL)) {
+            uintptr_t p = (uintptr_t)masked_block(v->size);
+            /* inside it: a word equal to its address would not count for why/2 */
+            for (size_t i = 2; i < 8; i++)
+                q[i] = p + 16;
+            __atomic_store_n(&v->masked, (uint64_t)p ^ MASK, __ATOMIC_RELEASE);
+        }
+    }
+    while (!__atomic_load_n(&v->go, __ATOMIC_ACQUIRE))
+        usleep(1000);
+    free(q);
+    return NULL;
+}
+
+static ERL_NIF_TERM lose_in_merged_heap(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    struct in_merged v = {0, 0, 0, 0};
+    pthread_t t[MERGED_THREADS];
+    int n = 0;
+    (void)argc;
+    if (!enif_get_uint(env, argv[0], &v.size)) return enif_make_badarg(env);
+    while (n < MERGED_THREADS && !__atomic_load_n(&v.taken, __ATOMIC_ACQUIRE) &&
+           pthread_create(&t[n], NULL, merged_heap_thread, &v) == 0)
+        n++;
+    __atomic_store_n(&v.go, 1, __ATOMIC_RELEASE);
+    while (n)
+        pthread_join(t[--n], NULL);
+    return v.masked ? enif_make_uint64(env, v.masked) : enif_make_badarg(env);
 }
 
 /* lose_in_port(size): a block of size bytes whose address only the `reds` word of a port made by
@@ -1168,6 +1247,7 @@ static ErlNifFunc funcs[] = {
     {"lose_in_vm_free", 1, lose_in_vm_free, 0},
     {"lose_in_vm_carrier", 1, lose_in_vm_carrier, 0},
     {"lose_in_port", 1, lose_in_port, 0},
+    {"lose_in_merged_heap", 1, lose_in_merged_heap, 0},
     {"lose_in_sub_bits", 1, lose_in_sub_bits, 0},
     {"lose_in_bin_ref", 1, lose_in_bin_ref, 0},
     {"lose_on_4g", 1, lose_on_4g, 0},
