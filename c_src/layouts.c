@@ -239,6 +239,23 @@ size_t mt_layout_carrier_size(uintptr_t head)
     return carrier_bytes(head, MT_CARRIER_SMALL);
 }
 
+/* Whether an allocator's words name carrier at (as its list's first or last). */
+static int names_carrier(const uintptr_t *allctr, size_t n, uintptr_t at)
+{
+    for (size_t k = 0; k < n; k++)
+        if (allctr[k] == at) return 1;
+    return !n;
+}
+
+int mt_layout_carrier_held(const uintptr_t head[4], uintptr_t at, const uintptr_t prev[4],
+                           const uintptr_t next[4], const uintptr_t *allctr, size_t n)
+{
+    if (!(head[0] & MT_CARRIER_SBC)) return 1;
+    int first = head[2] ? prev[1] == at : names_carrier(allctr, n, at);
+    int last = head[1] ? next[2] == at : names_carrier(allctr, n, at);
+    return first && last;
+}
+
 /* Walks the blocks of the carrier at `at` (w: its `words` words) from word k on; returns the
  * number of free bytes when they end exactly at its end, each block as its header and its
  * neighbours say, else 0 (as when none is free: nothing to clear). With clear, zeroes them. */

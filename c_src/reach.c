@@ -330,6 +330,24 @@ static size_t vm_carrier(const uintptr_t head[4], uintptr_t room)
                                                                                             : 0;
 }
 
+/* Whether the carrier at `at`, whose first words are head, is one the VM still holds (layouts.h):
+ * its links' carriers, and its allocator's struct (into the scan buffer, not in use yet), are
+ * read for their own. */
+static int carrier_held(struct ctx *c, uintptr_t at, const uintptr_t head[4])
+{
+    uintptr_t prev[4] = {0}, next[4] = {0}, *allctr = (uintptr_t *)c->buf;
+    size_t n = 0;
+    if (!(head[0] & MT_CARRIER_SBC)) return 1;
+    if (head[2] && read_mem(c, head[2], sizeof prev, prev) != sizeof prev)
+        memset(prev, 0, sizeof prev);
+    if (head[1] && read_mem(c, head[1], sizeof next, next) != sizeof next)
+        memset(next, 0, sizeof next);
+    if (!head[1] || !head[2])
+        n = read_mem(c, head[3] & ~(uintptr_t)7, MT_ALLOCTR_WORDS * sizeof *allctr, allctr) /
+            sizeof *allctr;
+    return mt_layout_carrier_held(head, at, prev, next, allctr, n);
+}
+
 /* How much of buf (got bytes, read from lo) lies before the first page after its first that
  * starts a carrier (vm_carrier), which the next read then starts on. */
 static size_t before_carrier(const char *buf, size_t got, uintptr_t lo, uintptr_t hi)
@@ -375,6 +393,12 @@ static void scan_range(struct ctx *c, uintptr_t lo, uintptr_t hi, uint64_t *byte
         uintptr_t head[4];
         if (!(lo & (MT_PAGE - 1)) && read_mem(c, lo, sizeof head, head) == sizeof head)
             carrier = vm_carrier(head, hi - lo);
+        /* a carrier the VM let go of is free memory, its words stale */
+        if (carrier && !carrier_held(c, lo, head)) {
+            c->r->vm_free_bytes += carrier;
+            lo += carrier;
+            continue;
+        }
         char *buf = c->buf;
         if (carrier > BUF && !(buf = mt_mem_map(carrier))) {
             carrier = 0;

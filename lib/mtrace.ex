@@ -268,8 +268,9 @@ defmodule Mtrace do
   @doc """
   `leaks/1`, with what the mark did: a map of `:threads` (other threads), `:threads_stopped`,
   `:pause_ns` (how long they were stopped), `:root_bytes` and `:block_bytes` (memory read),
-  `:unreadable_bytes`, `:vm_free_bytes` (the bytes of free blocks in the VM's own carriers, not
-  read: stale words of what the VM freed), `:process_free_bytes` (the bytes of Erlang process
+  `:unreadable_bytes`, `:vm_free_bytes` (the bytes of free blocks in the VM's own carriers, and
+  of the single-block carriers it let go of and keeps mapped for reuse, not read: stale words of
+  what the VM freed), `:process_free_bytes` (the bytes of Erlang process
   heaps between their heap top and their stack, and of old heaps above their top, not read: stale
   words of earlier heaps), `:id_list_bytes` (the bytes of the process and port tables' lists of
   free ids, not read: 32-bit numbers, two of which can read as an address), `:processes` and

@@ -293,6 +293,33 @@ defmodule Mtrace.WhyTest do
     three_found("Lost.lose_in_vm_carrier(48)")
   end
 
+  test "a single-block carrier the VM let go of keeps nothing; one it holds keeps its block" do
+    # lose_in_released_carrier/1: single-block carriers laid out as the VM's, one it holds (alone
+    # on its list, which its allocator names) full of pointers into a block only it keeps, two it
+    # let go of (a stale link to the first, whose next is not it; alone, which its allocator does
+    # not name), as the VM's segment cache keeps a process's heap from before a collection, each
+    # full of pointers into a lost block. Read as roots, they kept every lost block (why/2: that
+    # mapping). The kept block is never reported.
+    results =
+      Enum.reduce_while(1..3, [], fn _, tried ->
+        {lost, kept, why_kept} =
+          in_node("""
+          made = for _ <- 1..3, do: Lost.lose_in_released_carrier(48)
+          found = for s <- Mtrace.leaks(blocks: true, min_age: 0), do: Bitwise.bxor(s.address, m)
+          {_, _, kept} = hd(made)
+          {Enum.count(made, fn {lost, alone, _} -> lost in found and alone in found end),
+           Enum.count(made, fn {_, _, kept} -> kept in found end),
+           Mtrace.why(Bitwise.bxor(kept, m))}
+          """)
+
+        assert kept == 0
+        assert %Mtrace.Path{root: %{kind: :vm, allocator: "test_alloc"}, links: [_]} = why_kept
+        if lost == 3, do: {:halt, :found}, else: {:cont, [lost | tried]}
+      end)
+
+    assert results == :found, inspect(results)
+  end
+
   test "a word in a thread arena's heap that shares its mapping with the memory below keeps nothing" do
     # lose_in_merged_heap/1: the only words that held the block lie in a free chunk of a thread
     # arena's heap whose mapping the kernel merged with anonymous memory below it, as it merges the

@@ -346,6 +346,40 @@ static void free_blocks(void)
 }
 
 /* A 17-byte heap binary: its last data word holds one byte of data. */
+/* Single-block carriers on their allocator's list, and ones the VM let go of. */
+static void released_carriers(void)
+{
+    const uintptr_t at = 0x7f0000100000, before = 0x7f0000200000, after = 0x7f0000300000;
+    const uintptr_t none[4] = {0};
+    uintptr_t allctr[64] = {0};
+    uintptr_t alone[4] = {0x20000 | 3, 0, 0, 0x5500001000};
+    uintptr_t linked[4] = {0x20000 | 3, after, before, 0x5500001000};
+    uintptr_t prev[4] = {0x40000 | 3, at, 0, 0x5500001000};
+    uintptr_t next[4] = {0x40000 | 3, 0, at, 0x5500001000};
+    allctr[44] = allctr[45] = at;
+    check(mt_layout_carrier_held(alone, at, none, none, allctr, 64),
+          "one alone on its list, which its allocator names, is held");
+    allctr[44] = allctr[45] = before;
+    check(!mt_layout_carrier_held(alone, at, none, none, allctr, 64),
+          "one alone that its allocator does not name is not");
+    check(mt_layout_carrier_held(alone, at, none, none, allctr, 0),
+          "one alone whose allocator cannot be read is not told");
+    check(mt_layout_carrier_held(linked, at, prev, next, allctr, 0),
+          "one whose neighbours name it is held");
+    next[2] = before;
+    check(!mt_layout_carrier_held(linked, at, prev, next, allctr, 0),
+          "one its next carrier does not name is not");
+    next[2] = at;
+    prev[1] = after;
+    check(!mt_layout_carrier_held(linked, at, prev, next, allctr, 0),
+          "one its previous carrier does not name is not");
+    check(!mt_layout_carrier_held(linked, at, none, next, allctr, 0),
+          "one whose previous carrier is gone is not");
+    linked[0] = 0x20000 | 1;
+    check(mt_layout_carrier_held(linked, at, none, none, allctr, 64),
+          "a multi-block carrier is not told");
+}
+
 static void heap_binaries(void)
 {
     uintptr_t b[6] = {4 << 6 | MT_HEAPBIN_SUBTAG, 17, 1, 2, 0x7f0012345678, 0};
@@ -465,6 +499,7 @@ int main(void)
     binaries27();
     segments();
     carriers();
+    released_carriers();
     free_blocks();
     ioqueues();
     ports();

@@ -211,6 +211,65 @@ static void make_in_vm_carrier(void *arg)
     v->masked = (uint64_t)p ^ MASK;
 }
 
+/* lose_in_released_carrier(size): three single-block carriers made by hand, laid out as the VM's
+ * (layouts.h), each 64 KiB, and their allocator, whose list head (words 44 and 45) names the
+ * first: one it holds, alone on its list, full of pointers inside a block that only it keeps; one
+ * it has let go of, whose stale link names the first as its previous carrier (whose next is not
+ * it), and one it has let go of that was alone on the list (no links; the head names another),
+ * each full of pointers inside a lost block. Returns {lost, lost_alone, kept}, each the address
+ * xor MASK. */
+struct in_released {
+    unsigned size;
+    uint64_t lost, lost_alone, kept;
+};
+
+#define RELEASED_ALLOCTRS 8
+static uintptr_t released_allctr[RELEASED_ALLOCTRS][64];
+static unsigned released_used;
+
+static void fill_carrier(uintptr_t *w, uintptr_t prev, const uintptr_t *allctr, uintptr_t inside)
+{
+    const size_t words = VM_CARRIER / sizeof(uintptr_t);
+    w[0] = VM_CARRIER | 3;
+    w[1] = 0;
+    w[2] = prev;
+    w[3] = (uintptr_t)allctr;
+    for (size_t i = 8; i < words; i++)
+        w[i] = inside + 16;
+}
+
+static void make_in_released_carrier(void *arg)
+{
+    struct in_released *v = arg;
+    if (released_used == RELEASED_ALLOCTRS) return;
+    char *m =
+        mmap(NULL, 3 * VM_CARRIER, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return;
+    uintptr_t *allctr = released_allctr[released_used++];
+    uintptr_t held = (uintptr_t)m, released = held + VM_CARRIER, alone = released + VM_CARRIER;
+    uintptr_t kept = (uintptr_t)masked_block(v->size), lost = (uintptr_t)masked_block(v->size);
+    uintptr_t lost_alone = (uintptr_t)masked_block(v->size);
+    allctr[0] = (uintptr_t)vm_carrier_name;
+    allctr[44] = allctr[45] = held;
+    fill_carrier((uintptr_t *)held, 0, allctr, kept);
+    fill_carrier((uintptr_t *)released, held, allctr, lost);
+    fill_carrier((uintptr_t *)alone, 0, allctr, lost_alone);
+    v->kept = (uint64_t)kept ^ MASK;
+    v->lost = (uint64_t)lost ^ MASK;
+    v->lost_alone = (uint64_t)lost_alone ^ MASK;
+}
+
+static ERL_NIF_TERM lose_in_released_carrier(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    struct in_released v = {0, 0, 0, 0};
+    (void)argc;
+    if (!enif_get_uint(env, argv[0], &v.size)) return enif_make_badarg(env);
+    deep(make_in_released_carrier, &v, DEPTH);
+    if (!v.lost) return enif_make_badarg(env);
+    return enif_make_tuple3(env, enif_make_uint64(env, v.lost), enif_make_uint64(env, v.lost_alone),
+                            enif_make_uint64(env, v.kept));
+}
+
 static ERL_NIF_TERM lose_in_vm_carrier(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     (void)argc;
@@ -1248,6 +1307,7 @@ static ErlNifFunc funcs[] = {
     {"lose_in_vm_carrier", 1, lose_in_vm_carrier, 0},
     {"lose_in_port", 1, lose_in_port, 0},
     {"lose_in_merged_heap", 1, lose_in_merged_heap, 0},
+    {"lose_in_released_carrier", 1, lose_in_released_carrier, 0},
     {"lose_in_sub_bits", 1, lose_in_sub_bits, 0},
     {"lose_in_bin_ref", 1, lose_in_bin_ref, 0},
     {"lose_on_4g", 1, lose_on_4g, 0},
