@@ -239,21 +239,54 @@ size_t mt_layout_carrier_size(uintptr_t head)
     return carrier_bytes(head, MT_CARRIER_SMALL);
 }
 
-/* Whether an allocator's words name carrier at (as its list's first or last). */
-static int names_carrier(const uintptr_t *allctr, size_t n, uintptr_t at)
+/* What a carrier's neighbour, or its allocator, says of it. */
+enum { SAYS_HELD, SAYS_LET_GO, SAYS_NOTHING };
+
+/* Whether the carrier at c is a single-block one of allocator al, its first words read into w. */
+static int sbc_of(uintptr_t c, uintptr_t al, uintptr_t w[4], mt_layout_read read, void *arg)
 {
-    for (size_t k = 0; k < n; k++)
-        if (allctr[k] == at) return 1;
-    return !n;
+    return c && !(c & (MT_PAGE - 1)) && read(c, w, 4 * sizeof *w, arg) == 0 &&
+           (w[0] & MT_CARRIER_SBC) && carrier_bytes(w[0], MT_PAGE) && (w[3] & ~(uintptr_t)7) == al;
 }
 
-int mt_layout_carrier_held(const uintptr_t head[4], uintptr_t at, const uintptr_t prev[4],
-                           const uintptr_t next[4], const uintptr_t *allctr, size_t n)
+/* What the carrier a link names says back of at: its word back (1: next, 2: prev). */
+static int link_says(uintptr_t target, int back, uintptr_t at, uintptr_t al, mt_layout_read read,
+                     void *arg)
 {
+    uintptr_t t[4], other[4];
+    if (!sbc_of(target, al, t, read, arg)) return SAYS_NOTHING;
+    if (t[back] == at) return SAYS_HELD;
+    return !t[back] || sbc_of(t[back], al, other, read, arg) ? SAYS_LET_GO : SAYS_NOTHING;
+}
+
+/* What allocator al's words say of a carrier at an end of its list: held when they name it; let
+ * go of when they name another carrier of al's and not it. */
+static int head_says(uintptr_t at, uintptr_t al, mt_layout_read read, void *arg, uintptr_t *w)
+{
+    enum { CHUNK = 64 };
+    size_t n = 0;
+    while (n < MT_ALLOCTR_WORDS && read(al + n * sizeof *w, w + n, CHUNK * sizeof *w, arg) == 0)
+        n += CHUNK;
+    int other = 0;
+    for (size_t k = 0; k < n; k++) {
+        uintptr_t head[4];
+        if (w[k] == at) return SAYS_HELD;
+        other = other || sbc_of(w[k], al, head, read, arg);
+    }
+    return other ? SAYS_LET_GO : SAYS_NOTHING;
+}
+
+int mt_layout_carrier_held(const uintptr_t head[4], uintptr_t at, mt_layout_read read, void *arg,
+                           uintptr_t *scratch)
+{
+    uintptr_t al = head[3] & ~(uintptr_t)7;
     if (!(head[0] & MT_CARRIER_SBC)) return 1;
-    int first = head[2] ? prev[1] == at : names_carrier(allctr, n, at);
-    int last = head[1] ? next[2] == at : names_carrier(allctr, n, at);
-    return first && last;
+    int first =
+        head[2] ? link_says(head[2], 1, at, al, read, arg) : head_says(at, al, read, arg, scratch);
+    if (first != SAYS_LET_GO) return 1;
+    int last =
+        head[1] ? link_says(head[1], 2, at, al, read, arg) : head_says(at, al, read, arg, scratch);
+    return last != SAYS_LET_GO;
 }
 
 /* Walks the blocks of the carrier at `at` (w: its `words` words) from word k on; returns the

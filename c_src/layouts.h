@@ -214,25 +214,26 @@ size_t mt_layout_port_reds(const uintptr_t *w, size_t n, uintptr_t at);
 size_t mt_layout_carrier_size(uintptr_t head);
 size_t mt_layout_carrier_free(uintptr_t *w, size_t n, uintptr_t at);
 
-/* Whether a carrier whose first words are head (at address at) is a single-block carrier the VM
- * still holds (OTP 25 to 27). A single-block carrier says so in its first word's flags, and lies on
- * its allocator's doubly linked list: its second and third words are its next and previous
- * carriers, 0 at the list's ends, where the allocator's own list head ({first, last}, words 44 and
- * 45 of its struct in OTP 25 and 27) names it instead. When the VM lets one go, it is unlinked,
- * and its memory segment cache (+MMmcs, 10 segments by default) keeps it mapped as it was: its
- * block (most often a process heap before a collection: the objects the collector moved, their
- * words stale) whole, and its links as they were, which nothing returns any more. prev and next:
- * the first words of the carriers its links name (zeros where a link is 0 or cannot be read);
- * allctr: the first n words of its allocator's struct (n 0 when it cannot be read: the ends of
- * the list are then not told). Returns 0 when it is a single-block carrier that a link it has
- * does not return (prev's next or next's prev is not at), or that claims an end of its list
- * without being among its allocator's first MT_ALLOCTR_WORDS words; 1 otherwise. A thread
- * stopped while it links or unlinks a carrier leaves one whose block holds nothing live yet, or
- * nothing live any more. */
+/* Whether a carrier whose first words are head (at address at) is one the VM still holds (OTP 25
+ * to 27); only single-block carriers are told. A single-block carrier says so in its first word's
+ * flags, and lies on its allocator's doubly linked list: its second and third words are its next
+ * and previous carriers, 0 at the list's ends, where the allocator's own list head ({first, last},
+ * words 44 and 45 of its struct in OTP 25 and 27; looked for among its first MT_ALLOCTR_WORDS)
+ * names it instead. When the VM lets one go, it is unlinked, and its memory segment cache
+ * (+MMmcs, 10 segments by default) keeps it mapped as it was: its block (most often a process
+ * heap before a collection: the objects the collector moved, their words stale) whole, and its
+ * links as they were, which nothing returns any more. Returns 0 only on proof at both ends: each
+ * link's carrier (one of the same allocator's) names another that is 0 or a carrier of that
+ * allocator, and for a link of 0, the allocator's words name another carrier of its own and not
+ * this one. Anything unread or unproven says held, so that a carrier a stopped thread was moving
+ * or relinking (a neighbour's link already changed, or still naming an address unmapped since)
+ * is read. read(a, to, len, arg): 0, or -1 when any byte cannot be read; scratch holds
+ * MT_ALLOCTR_WORDS words. */
 #define MT_CARRIER_SBC ((uintptr_t)2)
 #define MT_ALLOCTR_WORDS 1024
-int mt_layout_carrier_held(const uintptr_t head[4], uintptr_t at, const uintptr_t prev[4],
-                           const uintptr_t next[4], const uintptr_t *allctr, size_t n);
+typedef int (*mt_layout_read)(uintptr_t a, void *to, size_t len, void *arg);
+int mt_layout_carrier_held(const uintptr_t head[4], uintptr_t at, mt_layout_read read, void *arg,
+                           uintptr_t *scratch);
 
 /* The VM's allocator whose carrier holds addr, in the anonymous mapping [lo, hi), named as the
  * VM names it ("eheap_alloc": process heaps; "ets_alloc", "binary_alloc", ...) into name (len

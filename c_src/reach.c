@@ -330,22 +330,16 @@ static size_t vm_carrier(const uintptr_t head[4], uintptr_t room)
                                                                                             : 0;
 }
 
-/* Whether the carrier at `at`, whose first words are head, is one the VM still holds (layouts.h):
- * its links' carriers, and its allocator's struct (into the scan buffer, not in use yet), are
- * read for their own. */
+static int read_all(uintptr_t a, void *to, size_t len, void *arg)
+{
+    return read_mem(arg, a, len, to) == len ? 0 : -1;
+}
+
+/* Whether the carrier at `at`, whose first words are head, is one the VM still holds (layouts.h);
+ * its allocator's words are read into the scan buffer, not in use yet. */
 static int carrier_held(struct ctx *c, uintptr_t at, const uintptr_t head[4])
 {
-    uintptr_t prev[4] = {0}, next[4] = {0}, *allctr = (uintptr_t *)c->buf;
-    size_t n = 0;
-    if (!(head[0] & MT_CARRIER_SBC)) return 1;
-    if (head[2] && read_mem(c, head[2], sizeof prev, prev) != sizeof prev)
-        memset(prev, 0, sizeof prev);
-    if (head[1] && read_mem(c, head[1], sizeof next, next) != sizeof next)
-        memset(next, 0, sizeof next);
-    if (!head[1] || !head[2])
-        n = read_mem(c, head[3] & ~(uintptr_t)7, MT_ALLOCTR_WORDS * sizeof *allctr, allctr) /
-            sizeof *allctr;
-    return mt_layout_carrier_held(head, at, prev, next, allctr, n);
+    return mt_layout_carrier_held(head, at, read_all, c, (uintptr_t *)c->buf);
 }
 
 /* How much of buf (got bytes, read from lo) lies before the first page after its first that
@@ -559,18 +553,32 @@ static void drain(struct ctx *c)
     c->head = c->nwork = 0;
 }
 
+/* Whether a is where an arena's first heap starts: its heap_info's arena pointer is ar, just past
+ * it (the arena's struct follows). */
+static int first_heap(struct ctx *c, uintptr_t a, uintptr_t ar)
+{
+    uintptr_t info[1];
+    return read_mem(c, a, sizeof info, info) == sizeof info && info[0] == ar &&
+           (ar - a == 0x20 || ar - a == 0x30);
+}
+
 /* A heap of one of glibc's thread arenas at lo, in a mapping that ends at hi: 64 MiB-aligned,
- * starting with a heap_info whose arena pointer is just past it (the arena's first heap) or whose
- * previous heap is another such. Returns how much of [lo, hi) it holds (its writable part,
- * heap_info's mprotect_size), 0 when lo starts none. */
+ * starting with a heap_info whose arena pointer is just past it (the arena's first heap), or,
+ * with a previous heap on a 64 MiB boundary, points into the arena's first heap; its writable
+ * part (heap_info's mprotect_size) ends the mapping, where the rest of its 64 MiB, not writable,
+ * starts, unless it spans all 64 MiB. Returns that part's length, 0 when lo starts no heap. Words
+ * of the VM's that happen to lie on a 64 MiB boundary rarely pass all of it. */
 static uintptr_t arena_heap(struct ctx *c, uintptr_t lo, uintptr_t hi)
 {
     uintptr_t info[4];
     if (lo % MT_HEAP_MAX || read_mem(c, lo, sizeof info, info) != sizeof info) return 0;
     uintptr_t ar = info[0], prev = info[1], size = info[2], rw = info[3];
-    if (!ar || !size || size > MT_HEAP_MAX || size > hi - lo + MT_HEAP_MAX) return 0;
-    if (prev ? prev % MT_HEAP_MAX != 0 : ar - lo != 0x20 && ar - lo != 0x30) return 0;
+    if (!ar || !size || size > MT_HEAP_MAX) return 0;
     rw = rw > size && rw <= MT_HEAP_MAX ? rw : size;
+    if (rw < hi - lo && rw != MT_HEAP_MAX) return 0;
+    if (prev ? prev % MT_HEAP_MAX != 0 || !first_heap(c, ar & ~(MT_HEAP_MAX - 1), ar)
+             : ar - lo != 0x20 && ar - lo != 0x30)
+        return 0;
     return rw < hi - lo ? rw : hi - lo;
 }
 
@@ -928,8 +936,10 @@ static void note_threads(struct ctx *c, struct mt_reach_thread *to, const uintpt
             t->tp = (uintptr_t)pthread_self();
         }
         own_stack(t->sp, &t->lo, &t->hi, c);
+        /* its frames, read in place: only in a mapping that can be read */
         const uintptr_t *regs = i < c->world->n ? c->world->t[i].regs : here;
-        if (t->tid && t->hi && regs[MT_WORLD_RSP] >= t->lo && regs[MT_WORLD_RSP] < t->hi)
+        struct mt_mapping m;
+        if (t->tid && mapping_of(c, regs[MT_WORLD_RSP], &m) && m.readable && m.hi == t->hi)
             t->frames = mt_cfi_frames(regs[MT_WORLD_RIP], regs[MT_WORLD_RSP], regs[MT_WORLD_RBP],
                                       t->hi, t->ip, t->top, MT_REACH_FRAMES);
     }

@@ -439,9 +439,10 @@ static void print_root(struct mt_out *o, const struct mt_root *root)
         mt_out_str(o, " (sp+");
         mt_out_i64(o, root->offset, 0);
         mt_out_str(o, ")");
+        if (!root->ip) return;
         struct mt_frame_info f =
             mt_symbolize_function(UINT64_MAX, root->ip + (root->exact ? 1 : 0), 1);
-        if (root->ip && f.function) {
+        if (f.function) {
             mt_out_str(o, " in ");
             mt_out_str(o, f.function);
         }

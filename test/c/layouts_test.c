@@ -345,41 +345,89 @@ static void free_blocks(void)
           "a carrier's size: a whole number of pages, 64 KiB and up");
 }
 
-/* A 17-byte heap binary: its last data word holds one byte of data. */
-/* Single-block carriers on their allocator's list, and ones the VM let go of. */
+/* A made-up address space for mt_layout_carrier_held(): regions of words at fixed addresses. */
+struct region {
+    uintptr_t at;
+    uintptr_t *w;
+    size_t n;
+};
+struct space {
+    struct region r[8];
+    size_t n;
+};
+
+static int space_read(uintptr_t a, void *to, size_t len, void *arg)
+{
+    const struct space *s = arg;
+    for (size_t i = 0; i < s->n; i++)
+        if (a >= s->r[i].at && a + len <= s->r[i].at + s->r[i].n * sizeof(uintptr_t)) {
+            memcpy(to, (const char *)s->r[i].w + (a - s->r[i].at), len);
+            return 0;
+        }
+    return -1;
+}
+
+/* Single-block carriers on their allocator's list, and ones the VM let go of: let go of only on
+ * proof at both ends. */
 static void released_carriers(void)
 {
-    const uintptr_t at = 0x7f0000100000, before = 0x7f0000200000, after = 0x7f0000300000;
-    const uintptr_t none[4] = {0};
-    uintptr_t allctr[64] = {0};
-    uintptr_t alone[4] = {0x20000 | 3, 0, 0, 0x5500001000};
-    uintptr_t linked[4] = {0x20000 | 3, after, before, 0x5500001000};
-    uintptr_t prev[4] = {0x40000 | 3, at, 0, 0x5500001000};
-    uintptr_t next[4] = {0x40000 | 3, 0, at, 0x5500001000};
-    allctr[44] = allctr[45] = at;
-    check(mt_layout_carrier_held(alone, at, none, none, allctr, 64),
+    enum { P, C, N, O, AL };
+    const uintptr_t at[] = {0x7f0000100000, 0x7f0000200000, 0x7f0000300000, 0x7f0000400000,
+                            0x550000001000};
+    const uintptr_t gone = 0x7f0000500000;
+    uintptr_t w[4][4], al[MT_ALLOCTR_WORDS] = {0}, scratch[MT_ALLOCTR_WORDS];
+    struct space s = {{{at[P], w[P], 4},
+                       {at[C], w[C], 4},
+                       {at[N], w[N], 4},
+                       {at[O], w[O], 4},
+                       {at[AL], al, MT_ALLOCTR_WORDS}},
+                      5};
+    for (int k = P; k <= O; k++) {
+        w[k][0] = 0x20000 | 3;
+        w[k][1] = w[k][2] = 0;
+        w[k][3] = at[AL];
+    }
+    uintptr_t *c = w[C];
+    al[44] = al[45] = at[C];
+    check(mt_layout_carrier_held(c, at[C], space_read, &s, scratch),
           "one alone on its list, which its allocator names, is held");
-    allctr[44] = allctr[45] = before;
-    check(!mt_layout_carrier_held(alone, at, none, none, allctr, 64),
-          "one alone that its allocator does not name is not");
-    check(mt_layout_carrier_held(alone, at, none, none, allctr, 0),
+    al[44] = al[45] = at[O];
+    check(!mt_layout_carrier_held(c, at[C], space_read, &s, scratch),
+          "one alone whose allocator names another of its carriers is let go of");
+    al[44] = al[45] = 0;
+    check(mt_layout_carrier_held(c, at[C], space_read, &s, scratch),
+          "one alone whose allocator names no carrier is not told");
+    s.n = 4;
+    check(mt_layout_carrier_held(c, at[C], space_read, &s, scratch),
           "one alone whose allocator cannot be read is not told");
-    check(mt_layout_carrier_held(linked, at, prev, next, allctr, 0),
+    s.n = 5;
+    c[1] = at[N];
+    c[2] = at[P];
+    w[P][1] = at[C];
+    w[N][2] = at[C];
+    check(mt_layout_carrier_held(c, at[C], space_read, &s, scratch),
           "one whose neighbours name it is held");
-    next[2] = before;
-    check(!mt_layout_carrier_held(linked, at, prev, next, allctr, 0),
-          "one its next carrier does not name is not");
-    next[2] = at;
-    prev[1] = after;
-    check(!mt_layout_carrier_held(linked, at, prev, next, allctr, 0),
-          "one its previous carrier does not name is not");
-    check(!mt_layout_carrier_held(linked, at, none, next, allctr, 0),
-          "one whose previous carrier is gone is not");
-    linked[0] = 0x20000 | 1;
-    check(mt_layout_carrier_held(linked, at, none, none, allctr, 64),
+    w[P][1] = at[O];
+    w[N][2] = at[O];
+    check(!mt_layout_carrier_held(c, at[C], space_read, &s, scratch),
+          "one whose neighbours name another of their carriers is let go of");
+    w[P][1] = gone;
+    check(mt_layout_carrier_held(c, at[C], space_read, &s, scratch),
+          "one whose previous carrier names an address no carrier is at is not told");
+    w[P][1] = 0;
+    c[1] = 0;
+    al[44] = at[O];
+    check(!mt_layout_carrier_held(c, at[C], space_read, &s, scratch),
+          "one whose previous carrier ends the list, past the list's last, is let go of");
+    w[P][3] = 0x550000002000;
+    check(mt_layout_carrier_held(c, at[C], space_read, &s, scratch),
+          "one whose previous carrier is another allocator's is not told");
+    c[0] = 0x20000 | 1;
+    check(mt_layout_carrier_held(c, at[C], space_read, &s, scratch),
           "a multi-block carrier is not told");
 }
 
+/* A 17-byte heap binary: its last data word holds one byte of data. */
 static void heap_binaries(void)
 {
     uintptr_t b[6] = {4 << 6 | MT_HEAPBIN_SUBTAG, 17, 1, 2, 0x7f0012345678, 0};

@@ -211,27 +211,31 @@ static void make_in_vm_carrier(void *arg)
     v->masked = (uint64_t)p ^ MASK;
 }
 
-/* lose_in_released_carrier(size): three single-block carriers made by hand, laid out as the VM's
- * (layouts.h), each 64 KiB, and their allocator, whose list head (words 44 and 45) names the
- * first: one it holds, alone on its list, full of pointers inside a block that only it keeps; one
- * it has let go of, whose stale link names the first as its previous carrier (whose next is not
- * it), and one it has let go of that was alone on the list (no links; the head names another),
- * each full of pointers inside a lost block. Returns {lost, lost_alone, kept}, each the address
- * xor MASK. */
+/* lose_in_released_carrier(size): single-block carriers made by hand, laid out as the VM's
+ * (layouts.h), each 64 KiB, and two allocators, whose list heads (words 44 and 45) name their
+ * first and last. The first allocator holds one carrier, alone on its list, full of pointers
+ * inside a block that only it keeps, and has let go of two: one whose stale link names the held
+ * one as its previous carrier (whose next is not it), and one that was alone on the list (no
+ * links; the head names the held one), each full of pointers inside a lost block. The second
+ * holds a carrier whose next is an address no longer mapped (its last, as the head says), and a
+ * carrier being moved by a stopped thread: its previous carrier is that one, which does not name
+ * it yet, full of pointers inside a block that only it keeps. Returns {lost, lost_alone, kept,
+ * kept_moving}, each the address xor MASK. */
 struct in_released {
     unsigned size;
-    uint64_t lost, lost_alone, kept;
+    uint64_t lost, lost_alone, kept, kept_moving;
 };
 
-#define RELEASED_ALLOCTRS 8
+#define RELEASED_ALLOCTRS 16
 static uintptr_t released_allctr[RELEASED_ALLOCTRS][64];
 static unsigned released_used;
 
-static void fill_carrier(uintptr_t *w, uintptr_t prev, const uintptr_t *allctr, uintptr_t inside)
+static void fill_carrier(uintptr_t *w, uintptr_t next, uintptr_t prev, const uintptr_t *allctr,
+                         uintptr_t inside)
 {
     const size_t words = VM_CARRIER / sizeof(uintptr_t);
     w[0] = VM_CARRIER | 3;
-    w[1] = 0;
+    w[1] = next;
     w[2] = prev;
     w[3] = (uintptr_t)allctr;
     for (size_t i = 8; i < words; i++)
@@ -241,33 +245,43 @@ static void fill_carrier(uintptr_t *w, uintptr_t prev, const uintptr_t *allctr, 
 static void make_in_released_carrier(void *arg)
 {
     struct in_released *v = arg;
-    if (released_used == RELEASED_ALLOCTRS) return;
+    unsigned a = __atomic_fetch_add(&released_used, 2, __ATOMIC_RELAXED);
+    if (a + 2 > RELEASED_ALLOCTRS) return;
     char *m =
-        mmap(NULL, 3 * VM_CARRIER, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        mmap(NULL, 6 * VM_CARRIER, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) return;
-    uintptr_t *allctr = released_allctr[released_used++];
     uintptr_t held = (uintptr_t)m, released = held + VM_CARRIER, alone = released + VM_CARRIER;
+    uintptr_t last = alone + VM_CARRIER, moving = last + VM_CARRIER, gone = moving + VM_CARRIER;
+    munmap((void *)gone, VM_CARRIER);
+    uintptr_t *one = released_allctr[a], *two = released_allctr[a + 1];
     uintptr_t kept = (uintptr_t)masked_block(v->size), lost = (uintptr_t)masked_block(v->size);
     uintptr_t lost_alone = (uintptr_t)masked_block(v->size);
-    allctr[0] = (uintptr_t)vm_carrier_name;
-    allctr[44] = allctr[45] = held;
-    fill_carrier((uintptr_t *)held, 0, allctr, kept);
-    fill_carrier((uintptr_t *)released, held, allctr, lost);
-    fill_carrier((uintptr_t *)alone, 0, allctr, lost_alone);
+    uintptr_t kept_moving = (uintptr_t)masked_block(v->size);
+    one[0] = two[0] = (uintptr_t)vm_carrier_name;
+    one[44] = one[45] = held;
+    two[44] = last;
+    two[45] = gone;
+    fill_carrier((uintptr_t *)held, 0, 0, one, kept);
+    fill_carrier((uintptr_t *)released, 0, held, one, lost);
+    fill_carrier((uintptr_t *)alone, 0, 0, one, lost_alone);
+    fill_carrier((uintptr_t *)last, gone, 0, two, kept);
+    fill_carrier((uintptr_t *)moving, 0, last, two, kept_moving);
     v->kept = (uint64_t)kept ^ MASK;
     v->lost = (uint64_t)lost ^ MASK;
     v->lost_alone = (uint64_t)lost_alone ^ MASK;
+    v->kept_moving = (uint64_t)kept_moving ^ MASK;
 }
 
 static ERL_NIF_TERM lose_in_released_carrier(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
-    struct in_released v = {0, 0, 0, 0};
+    struct in_released v = {0, 0, 0, 0, 0};
     (void)argc;
     if (!enif_get_uint(env, argv[0], &v.size)) return enif_make_badarg(env);
     deep(make_in_released_carrier, &v, DEPTH);
     if (!v.lost) return enif_make_badarg(env);
-    return enif_make_tuple3(env, enif_make_uint64(env, v.lost), enif_make_uint64(env, v.lost_alone),
-                            enif_make_uint64(env, v.kept));
+    ERL_NIF_TERM t[4] = {enif_make_uint64(env, v.lost), enif_make_uint64(env, v.lost_alone),
+                         enif_make_uint64(env, v.kept), enif_make_uint64(env, v.kept_moving)};
+    return enif_make_tuple_from_array(env, t, 4);
 }
 
 static ERL_NIF_TERM lose_in_vm_carrier(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
@@ -291,13 +305,13 @@ struct in_merged {
     uint64_t masked;
 };
 
-/* Where the mapping that holds a starts, from /proc/self/maps; 0 when none holds it. */
+/* Where the mapping that holds a starts, from /proc/self/maps; a itself when that is not known. */
 static uintptr_t mapping_start(uintptr_t a)
 {
     char line[512];
-    uintptr_t lo = 0, hi = 0, found = 0;
+    uintptr_t lo = 0, hi = 0, found = a;
     FILE *f = fopen("/proc/self/maps", "r");
-    while (f && !found && fgets(line, sizeof line, f))
+    while (f && found == a && fgets(line, sizeof line, f))
         if (sscanf(line, "%lx-%lx", &lo, &hi) == 2 && a >= lo && a < hi) found = lo;
     if (f) fclose(f);
     return found;
@@ -306,12 +320,10 @@ static uintptr_t mapping_start(uintptr_t a)
 static void merge_below(uintptr_t heap)
 {
     const uintptr_t page = 4096;
-    if (mprotect((void *)(heap - page), page, PROT_READ | PROT_WRITE) != 0) {
-        void *m = mmap((void *)(heap - page), page, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
-        if (m == MAP_FAILED) return;
-    }
-    *(volatile char *)(heap - page) = 1;
+    if (mprotect((void *)(heap - page), page, PROT_READ | PROT_WRITE) == 0) return;
+    void *m = mmap((void *)(heap - page), page, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+    if (m != MAP_FAILED && m != (void *)(heap - page)) munmap(m, page);
 }
 
 static void *merged_heap_thread(void *arg)
