@@ -45,8 +45,9 @@ struct ctx {
     char *buf;
     struct mt_maps maps;
     pid_t pid;
-    int direct;  /* process_vm_readv was refused: read memory directly */
-    int mincore; /* skip pages that are not resident */
+    int direct;                         /* process_vm_readv was refused: read memory directly */
+    uintptr_t readable_lo, readable_hi; /* the last readable mapping found, when direct */
+    int mincore;                        /* skip pages that are not resident */
     /* a word pointing into a block of state from or from2 sets it to target, and, with push,
      * queues it to be read */
     uint8_t from, from2, target;
@@ -102,6 +103,23 @@ static int in_segment(uintptr_t lo, uintptr_t hi)
     return 0;
 }
 
+/* Whether [a, a + len) lies in one readable mapping, for reads in place: the rules read addresses
+ * that words gave (a link, an allocator, a name), which may be unmapped. The last mapping found
+ * is kept: most reads follow one another in it. */
+static int readable(struct ctx *c, uintptr_t a, size_t len)
+{
+    if (a >= c->readable_lo && a + len <= c->readable_hi && a + len >= a) return 1;
+    struct mt_mapping m;
+    for (size_t at = 0; mt_maps_next(&c->maps, &at, &m);)
+        if (a >= m.lo && a + len <= m.hi && a + len >= a) {
+            if (!m.readable) return 0;
+            c->readable_lo = m.lo;
+            c->readable_hi = m.hi;
+            return 1;
+        }
+    return 0;
+}
+
 /* Reads [a, a + len) to `to`; returns how many bytes from a were read. */
 static size_t read_mem(struct ctx *c, uintptr_t a, size_t len, void *to)
 {
@@ -112,6 +130,7 @@ static size_t read_mem(struct ctx *c, uintptr_t a, size_t len, void *to)
         if (errno != ENOSYS && errno != EPERM) return 0;
         c->direct = 1;
     }
+    if (!readable(c, a, len)) return 0;
     memcpy(to, (const void *)a, len);
     return len;
 }
@@ -520,9 +539,10 @@ static void drain(struct ctx *c)
             else
                 got = n > 0 ? (size_t)n : 0;
         }
-        if (k && c->direct)
-            for (size_t j = 0; j < k; got += remote[j].iov_len, j++)
-                memcpy(local[j].iov_base, remote[j].iov_base, remote[j].iov_len);
+        for (size_t j = 0; k && c->direct && j < k; got += remote[j].iov_len, j++) {
+            if (!readable(c, (uintptr_t)remote[j].iov_base, remote[j].iov_len)) break;
+            memcpy(local[j].iov_base, remote[j].iov_base, remote[j].iov_len);
+        }
         /* The call stops at the first block it cannot read: the ones after it go back (with
          * paths, the queue is read again from there, so that it keeps its order). */
         size_t at = 0, j = 0;
