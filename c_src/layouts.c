@@ -284,8 +284,10 @@ int mt_layout_carrier_held(const uintptr_t head[4], uintptr_t at, mt_layout_read
     int first =
         head[2] ? link_says(head[2], 1, at, al, read, arg) : head_says(at, al, read, arg, scratch);
     if (first != SAYS_LET_GO) return 1;
-    int last =
-        head[1] ? link_says(head[1], 2, at, al, read, arg) : head_says(at, al, read, arg, scratch);
+    /* a carrier alone on its list: the allocator's words have already answered for both ends */
+    int last = head[1]   ? link_says(head[1], 2, at, al, read, arg)
+               : head[2] ? head_says(at, al, read, arg, scratch)
+                         : first;
     return last != SAYS_LET_GO;
 }
 

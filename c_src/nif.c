@@ -571,8 +571,7 @@ static ERL_NIF_TERM root_of(ErlNifEnv *env, const struct mt_reach *r, size_t i)
         return enif_make_tuple_from_array(env, k, 5);
     }
     case MT_ROOT_STACK: {
-        ERL_NIF_TERM ip[2] = {enif_make_uint64(env, root.ip),
-                              enif_make_uint64(env, root.ip + (root.exact ? 1 : 0))};
+        ERL_NIF_TERM ip[2] = {enif_make_uint64(env, root.ip), enif_make_uint64(env, root.lookup)};
         ERL_NIF_TERM frame = root.ip ? enif_make_tuple_from_array(env, ip, 2) : atom_nil;
         ERL_NIF_TERM k[5] = {enif_make_atom(env, "stack"), via, tid,
                              enif_make_long(env, (long)root.offset), frame};

@@ -103,21 +103,26 @@ static int in_segment(uintptr_t lo, uintptr_t hi)
     return 0;
 }
 
+/* The mapping that holds a, into *m; 0 when none does. */
+static int mapping_of(struct ctx *c, uintptr_t a, struct mt_mapping *m)
+{
+    for (size_t at = 0; mt_maps_next(&c->maps, &at, m);)
+        if (a >= m->lo && a < m->hi) return 1;
+    return 0;
+}
+
 /* Whether [a, a + len) lies in one readable mapping, for reads in place: the rules read addresses
  * that words gave (a link, an allocator, a name), which may be unmapped. The last mapping found
  * is kept: most reads follow one another in it. */
 static int readable(struct ctx *c, uintptr_t a, size_t len)
 {
-    if (a >= c->readable_lo && a + len <= c->readable_hi && a + len >= a) return 1;
+    if (a + len < a) return 0;
+    if (a >= c->readable_lo && a + len <= c->readable_hi) return 1;
     struct mt_mapping m;
-    for (size_t at = 0; mt_maps_next(&c->maps, &at, &m);)
-        if (a >= m.lo && a + len <= m.hi && a + len >= a) {
-            if (!m.readable) return 0;
-            c->readable_lo = m.lo;
-            c->readable_hi = m.hi;
-            return 1;
-        }
-    return 0;
+    if (!mapping_of(c, a, &m) || !m.readable || a + len > m.hi) return 0;
+    c->readable_lo = m.lo;
+    c->readable_hi = m.hi;
+    return 1;
 }
 
 /* Reads [a, a + len) to `to`; returns how many bytes from a were read. */
@@ -539,7 +544,7 @@ static void drain(struct ctx *c)
             else
                 got = n > 0 ? (size_t)n : 0;
         }
-        for (size_t j = 0; k && c->direct && j < k; got += remote[j].iov_len, j++) {
+        for (size_t j = 0; c->direct && j < k; got += remote[j].iov_len, j++) {
             if (!readable(c, (uintptr_t)remote[j].iov_base, remote[j].iov_len)) break;
             memcpy(local[j].iov_base, remote[j].iov_base, remote[j].iov_len);
         }
@@ -673,14 +678,6 @@ struct tcb_shape {
 static int tcb_at(uintptr_t pd, uintptr_t head[3])
 {
     return mt_proc_read(pd, head, 3 * sizeof *head) == 0 && head[0] == pd && head[2] == pd;
-}
-
-/* The mapping that holds a, into *m; 0 when none does. */
-static int mapping_of(struct ctx *c, uintptr_t a, struct mt_mapping *m)
-{
-    for (size_t at = 0; mt_maps_next(&c->maps, &at, m);)
-        if (a >= m->lo && a < m->hi) return 1;
-    return 0;
 }
 
 /* The hi of the readable and writable mapping that holds a, or 0. */
@@ -936,12 +933,12 @@ static void note_threads(struct ctx *c, struct mt_reach_thread *to, const uintpt
 {
     for (size_t i = 0; i <= c->world->n; i++) {
         struct mt_reach_thread *t = &to[i];
+        struct mt_mapping m;
         if (i < c->world->n) {
             t->tid = c->world->t[i].stopped ? c->world->t[i].tid : 0;
             t->sp = c->world->t[i].sp;
             t->tp = c->world->t[i].tp;
             /* one that runs the JIT's code: its stack is its thread pointer's, live from there */
-            struct mt_mapping m;
             uintptr_t from;
             if (mapping_of(c, t->tp, &m) && (t->sp < m.lo || t->sp >= m.hi) &&
                 (from = stack_from(&c->world->t[i], m.lo, m.hi, c->gaps.processes != 0))) {
@@ -955,11 +952,13 @@ static void note_threads(struct ctx *c, struct mt_reach_thread *to, const uintpt
             t->sp = c->self_sp;
             t->tp = (uintptr_t)pthread_self();
         }
-        own_stack(t->sp, &t->lo, &t->hi, c);
+        int found = mapping_of(c, t->sp, &m);
+        t->lo = found ? m.lo : 0;
+        t->hi = found ? m.hi : 0;
         /* its frames, read in place: only in a mapping that can be read */
         const uintptr_t *regs = i < c->world->n ? c->world->t[i].regs : here;
-        struct mt_mapping m;
-        if (t->tid && mapping_of(c, regs[MT_WORLD_RSP], &m) && m.readable && m.hi == t->hi)
+        if (t->tid && found && m.readable && regs[MT_WORLD_RSP] >= m.lo &&
+            regs[MT_WORLD_RSP] < m.hi)
             t->frames = mt_cfi_frames(regs[MT_WORLD_RIP], regs[MT_WORLD_RSP], regs[MT_WORLD_RBP],
                                       t->hi, t->ip, t->top, MT_REACH_FRAMES);
     }

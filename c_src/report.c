@@ -440,8 +440,7 @@ static void print_root(struct mt_out *o, const struct mt_root *root)
         mt_out_i64(o, root->offset, 0);
         mt_out_str(o, ")");
         if (!root->ip) return;
-        struct mt_frame_info f =
-            mt_symbolize_function(UINT64_MAX, root->ip + (root->exact ? 1 : 0), 1);
+        struct mt_frame_info f = mt_symbolize_function(UINT64_MAX, root->lookup, 1);
         if (f.function) {
             mt_out_str(o, " in ");
             mt_out_str(o, f.function);

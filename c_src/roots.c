@@ -86,7 +86,7 @@ static void frame_of(const struct mt_reach_thread *t, uintptr_t via, struct mt_r
     for (int k = 0; k < t->frames; k++)
         if (via < t->top[k]) {
             out->ip = t->ip[k];
-            out->exact = k == 0;
+            out->lookup = k == 0 ? t->ip[k] + 1 : t->ip[k];
             return;
         }
 }

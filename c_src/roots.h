@@ -24,8 +24,9 @@ enum mt_root_kind {
                        * pointer; else the object, offset in its block */
     MT_ROOT_STACK,    /* tid, via; offset from its stack pointer (negative in the red zone);
                        * ip: the code of the frame that holds via, when the stopped thread's
-                       * frames were known that far (cfi.h), exact set for the instruction it
-                       * was stopped at (frame 0), clear for a return address */
+                       * frames were known that far (cfi.h); lookup: the address to symbolize
+                       * it by (symbols.h: a return address), ip + 1 for the instruction it was
+                       * stopped at (frame 0) */
     MT_ROOT_STATIC,   /* via; library, symbol (NULL when none covers it), offset in it or in
                        * the file */
     MT_ROOT_MAPPING,  /* via; lo and hi (0 when no mapping holds it), library: its path ("" for
@@ -43,8 +44,7 @@ struct mt_root {
     int64_t offset;
     uintptr_t lo, hi;
     const char *library, *symbol, *reg;
-    uintptr_t ip;
-    int exact;
+    uintptr_t ip, lookup;
     char text[256]; /* a TLS object's or a mapping's path, which library points to */
     char allocator[32];
     char thread[16]; /* the name of tid (its comm), "" when it has none or has gone */
