@@ -239,9 +239,6 @@ size_t mt_layout_carrier_size(uintptr_t head)
     return carrier_bytes(head, MT_CARRIER_SMALL);
 }
 
-/* What a carrier's neighbour, or its allocator, says of it. */
-enum { SAYS_HELD, SAYS_LET_GO, SAYS_NOTHING };
-
 /* Whether the carrier at c is a single-block one of allocator al, its first words read into w. */
 static int sbc_of(uintptr_t c, uintptr_t al, uintptr_t w[4], mt_layout_read read, void *arg)
 {
@@ -249,46 +246,69 @@ static int sbc_of(uintptr_t c, uintptr_t al, uintptr_t w[4], mt_layout_read read
            (w[0] & MT_CARRIER_SBC) && carrier_bytes(w[0], MT_PAGE) && (w[3] & ~(uintptr_t)7) == al;
 }
 
-/* What the carrier a link names says back of at: its word back (1: next, 2: prev). */
-static int link_says(uintptr_t target, int back, uintptr_t at, uintptr_t al, mt_layout_read read,
-                     void *arg)
+/* Whether the carrier a link of at's names links back to it (back 1: its next, 2: its prev). */
+static int names_back(uintptr_t target, int back, uintptr_t at, uintptr_t al, mt_layout_read read,
+                      void *arg)
 {
-    uintptr_t t[4], other[4];
-    if (!sbc_of(target, al, t, read, arg)) return SAYS_NOTHING;
-    if (t[back] == at) return SAYS_HELD;
-    return !t[back] || sbc_of(t[back], al, other, read, arg) ? SAYS_LET_GO : SAYS_NOTHING;
+    uintptr_t t[4];
+    return target && sbc_of(target, al, t, read, arg) && t[back] == at;
 }
 
-/* What allocator al's words say of a carrier at an end of its list: held when they name it; let
- * go of when they name another carrier of al's and not it. */
-static int head_says(uintptr_t at, uintptr_t al, mt_layout_read read, void *arg, uintptr_t *w)
+#define LIST_MAX 4096 /* carriers on a list walked; a longer one tells nothing */
+enum { ON_LIST, OFF_LIST, UNTOLD };
+
+/* Where al's list {first, last} says at is: ON_LIST when the walk from first meets it; OFF_LIST
+ * when the list is whole without it (empty, or each carrier al's, the first's previous 0, each
+ * next's previous the one before, ending at last); else UNTOLD. */
+static int on_list(uintptr_t first, uintptr_t last, uintptr_t at, uintptr_t al, mt_layout_read read,
+                   void *arg)
 {
-    enum { CHUNK = 64 };
-    size_t n = 0;
-    while (n < MT_ALLOCTR_WORDS && read(al + n * sizeof *w, w + n, CHUNK * sizeof *w, arg) == 0)
-        n += CHUNK;
-    int other = 0;
-    for (size_t k = 0; k < n; k++) {
-        uintptr_t head[4];
-        if (w[k] == at) return SAYS_HELD;
-        other = other || sbc_of(w[k], al, head, read, arg);
+    if (!first || !last) return !first && !last ? OFF_LIST : UNTOLD;
+    uintptr_t c = first, prev = 0, w[4];
+    for (size_t n = 0; n < LIST_MAX; n++) {
+        if (c == at) return ON_LIST;
+        if (!sbc_of(c, al, w, read, arg) || w[2] != prev) return UNTOLD;
+        if (!w[1]) return c == last ? OFF_LIST : UNTOLD;
+        prev = c;
+        c = w[1];
     }
-    return other ? SAYS_LET_GO : SAYS_NOTHING;
+    return UNTOLD;
+}
+
+/* The index of {first, last} of the single-block carrier list among an allocator's words:
+ * learnt from the first whose words hold a whole list, since an empty list ({0, 0}) shows
+ * nothing. SIZE_MAX until then. */
+static size_t list_head = SIZE_MAX;
+
+static size_t list_at(const uintptr_t *w, size_t n, uintptr_t al, mt_layout_read read, void *arg)
+{
+    size_t k = __atomic_load_n(&list_head, __ATOMIC_RELAXED);
+    if (k != SIZE_MAX) return k + 1 < n ? k : SIZE_MAX;
+    for (k = 0; k + 1 < n; k++) {
+        uintptr_t head[4];
+        if (w[k] && w[k + 1] && sbc_of(w[k], al, head, read, arg) && !head[2] &&
+            on_list(w[k], w[k + 1], 0, al, read, arg) == OFF_LIST) {
+            __atomic_store_n(&list_head, k, __ATOMIC_RELAXED);
+            return k;
+        }
+    }
+    return SIZE_MAX;
 }
 
 int mt_layout_carrier_held(const uintptr_t head[4], uintptr_t at, mt_layout_read read, void *arg,
                            uintptr_t *scratch)
 {
     uintptr_t al = head[3] & ~(uintptr_t)7;
-    if (!(head[0] & MT_CARRIER_SBC)) return 1;
-    int first =
-        head[2] ? link_says(head[2], 1, at, al, read, arg) : head_says(at, al, read, arg, scratch);
-    if (first != SAYS_LET_GO) return 1;
-    /* a carrier alone on its list: the allocator's words have already answered for both ends */
-    int last = head[1]   ? link_says(head[1], 2, at, al, read, arg)
-               : head[2] ? head_says(at, al, read, arg, scratch)
-                         : first;
-    return last != SAYS_LET_GO;
+    if (!(head[0] & MT_CARRIER_SBC) || names_back(head[2], 1, at, al, read, arg) ||
+        names_back(head[1], 2, at, al, read, arg))
+        return 1;
+    enum { CHUNK = 64 };
+    size_t n = 0;
+    while (n < MT_ALLOCTR_WORDS &&
+           read(al + n * sizeof *scratch, scratch + n, CHUNK * sizeof *scratch, arg) == 0)
+        n += CHUNK;
+    size_t k = list_at(scratch, n, al, read, arg);
+    return k == SIZE_MAX || on_list(scratch[k], scratch[k + 1], at, al, read, arg) != OFF_LIST;
 }
 
 /* Walks the blocks of the carrier at `at` (w: its `words` words) from word k on; returns the
@@ -331,9 +351,9 @@ size_t mt_layout_carrier_free(uintptr_t *w, size_t n, uintptr_t at)
 
 /* Whether the string at p is an allocator's name_prefix: 2 to 15 lower-case letters and the
  * final '_', then NUL; copied to prefix. */
-static int name_prefix(uintptr_t p, char prefix[16])
+static int name_prefix(uintptr_t p, char prefix[16], mt_layout_read read, void *arg)
 {
-    if (!p || mt_proc_read(p, prefix, 16) != 0) return 0;
+    if (!p || read(p, prefix, 16, arg) != 0) return 0;
     size_t n = 0;
     while (n < 15 && prefix[n] >= 'a' && prefix[n] <= 'z')
         n++;
@@ -342,26 +362,38 @@ static int name_prefix(uintptr_t p, char prefix[16])
 
 #define ALLOCATOR_WORDS 32 /* of an Allctr_t, where its name_prefix is looked for */
 
+int mt_layout_allocator_prefix(uintptr_t al, char prefix[16], mt_layout_read read, void *arg)
+{
+    uintptr_t w[ALLOCATOR_WORDS];
+    if (!al || read(al, w, sizeof w, arg) != 0) return 0;
+    for (size_t k = 0; k < ALLOCATOR_WORDS; k++)
+        if (name_prefix(w[k], prefix, read, arg)) return 1;
+    return 0;
+}
+
+static int proc_read(uintptr_t a, void *to, size_t len, void *arg)
+{
+    (void)arg;
+    return mt_proc_read(a, to, len);
+}
+
 int mt_layout_carrier(uintptr_t addr, uintptr_t lo, uintptr_t hi, char *name, size_t len)
 {
     uintptr_t c = addr & ~(uintptr_t)(MT_PAGE - 1);
     for (uintptr_t end = c > lo + MT_CARRIER_REACH ? c - MT_CARRIER_REACH : lo; c >= end && c < hi;
          c -= MT_PAGE) {
-        uintptr_t head[4], allctr[ALLOCATOR_WORDS];
-        if (c + sizeof head > hi || mt_proc_read(c, head, sizeof head) != 0) continue;
-        uintptr_t size = carrier_bytes(head[0], MT_PAGE), by = head[3] & ~(uintptr_t)7;
-        if (!size || c + size <= addr || c + size > hi || !by ||
-            mt_proc_read(by, allctr, sizeof allctr) != 0)
-            continue;
+        uintptr_t head[4];
         char prefix[16];
-        for (size_t k = 0; k < ALLOCATOR_WORDS; k++)
-            if (name_prefix(allctr[k], prefix)) {
-                size_t n = strlen(prefix);
-                if (n + 6 > len) return 0;
-                memcpy(name, prefix, n);
-                memcpy(name + n, "alloc", 6);
-                return 1;
-            }
+        if (c + sizeof head > hi || mt_proc_read(c, head, sizeof head) != 0) continue;
+        uintptr_t size = carrier_bytes(head[0], MT_PAGE);
+        if (!size || c + size <= addr || c + size > hi ||
+            !mt_layout_allocator_prefix(head[3] & ~(uintptr_t)7, prefix, proc_read, NULL))
+            continue;
+        size_t n = strlen(prefix);
+        if (n + 6 > len) return 0;
+        memcpy(name, prefix, n);
+        memcpy(name + n, "alloc", 6);
+        return 1;
     }
     return 0;
 }

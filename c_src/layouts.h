@@ -218,17 +218,17 @@ size_t mt_layout_carrier_free(uintptr_t *w, size_t n, uintptr_t at);
  * to 27); only single-block carriers are told. A single-block carrier says so in its first word's
  * flags, and lies on its allocator's doubly linked list: its second and third words are its next
  * and previous carriers, 0 at the list's ends, where the allocator's own list head ({first, last},
- * words 44 and 45 of its struct in OTP 25 and 27; looked for among its first MT_ALLOCTR_WORDS)
- * names it instead. When the VM lets one go, it is unlinked, and its memory segment cache
- * (+MMmcs, 10 segments by default) keeps it mapped as it was: its block (most often a process
- * heap before a collection: the objects the collector moved, their words stale) whole, and its
- * links as they were, which nothing returns any more. Returns 0 only on proof at both ends: each
- * link's carrier (one of the same allocator's) names another that is 0 or a carrier of that
- * allocator, and for a link of 0, the allocator's words name another carrier of its own and not
- * this one. Anything unread or unproven says held, so that a carrier a stopped thread was moving
- * or relinking (a neighbour's link already changed, or still naming an address unmapped since)
- * is read. read(a, to, len, arg): 0, or -1 when any byte cannot be read; scratch holds
- * MT_ALLOCTR_WORDS words. */
+ * words 44 and 45 of its struct in OTP 25 and 27; learnt among its first MT_ALLOCTR_WORDS from the
+ * first allocator whose words hold a whole list) names it instead. When the VM lets one go, it is
+ * unlinked, and its memory segment cache (+MMmcs, 10 segments by default) keeps it mapped as it
+ * was: its block (most often a process heap or a NIF's heap fragment before a collection: the
+ * objects the collector moved, their words stale) whole, and its links as they were, which nothing
+ * returns any more. Held when a neighbour names it back, or the walk of the allocator's list from
+ * its first meets it; let go of only when that list is whole without it (empty, or each carrier
+ * the allocator's, linked both ways, ending at the head's last). Anything unread or unproven says
+ * held, so that a carrier a stopped thread was moving or relinking (a neighbour's link already
+ * changed, or still naming an address unmapped since) is read. read(a, to, len, arg): 0, or -1
+ * when any byte cannot be read; scratch holds MT_ALLOCTR_WORDS words. */
 #define MT_CARRIER_SBC ((uintptr_t)2)
 #define MT_ALLOCTR_WORDS 1024
 typedef int (*mt_layout_read)(uintptr_t a, void *to, size_t len, void *arg);
@@ -245,5 +245,19 @@ int mt_layout_carrier_held(const uintptr_t head[4], uintptr_t at, mt_layout_read
  * mt_proc_read (proc.h): after the threads go on, a carrier may be gone, and nothing faults. */
 #define MT_CARRIER_REACH ((uintptr_t)64 << 20)
 int mt_layout_carrier(uintptr_t addr, uintptr_t lo, uintptr_t hi, char *name, size_t len);
+
+/* The name_prefix of the allocator at al (a carrier's fourth word, its flags cleared), such as
+ * "eheap_", into prefix: 1, or 0 when its first words name none. read as for
+ * mt_layout_carrier_held. */
+int mt_layout_allocator_prefix(uintptr_t al, char prefix[16], mt_layout_read read, void *arg);
+
+/* The allocator of Erlang terms: process heaps and stacks, heap fragments, messages. In its
+ * carriers a list or boxed term points at terms, an immediate at nothing, and a raw word that
+ * holds the address of memory malloc gave (a BinRef's val, a NIF's handle in a binary's bytes)
+ * holds it as C keeps a pointer, aligned: only a word whose two low bits are 0 is taken to keep a
+ * block there. A stale word whose low bits are tagged (left in a stack slot never written, or in a
+ * heap's garbage) keeps nothing. */
+#define MT_TERMS_PREFIX "eheap_"
+#define MT_TERMS_UNTAG ((uintptr_t)3)
 
 #endif

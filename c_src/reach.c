@@ -32,6 +32,7 @@
 #define BUF ((size_t)1 << 20)
 #define BATCH 512
 #define WALK_TRIES 50
+#define ALLOCATORS 64 /* the VM's allocator instances told apart in one mark */
 
 /* States of blocks while the mark runs; the final ones are in reach.h. STICKY: an earlier scan
  * found the block lost, so no word marks it (it cannot have become reachable again). */
@@ -69,6 +70,14 @@ struct ctx {
     int vm;        /* the root being read is anonymous memory that is no thread's stack: the VM's */
     uintptr_t jit; /* the GDB JIT interface's descriptor (layouts.h), 0 when none */
     struct mt_beam_gaps gaps; /* the unused parts of the VM's process heaps (beam_heaps.h) */
+    /* bits a word may not have set to keep a block: MT_TERMS_UNTAG while a carrier of Erlang
+     * terms is read (layouts.h), else 0; the allocators whose carriers were asked about */
+    uintptr_t untag;
+    struct {
+        uintptr_t al;
+        int terms;
+    } allocators[ALLOCATORS];
+    size_t nallocators;
 };
 
 #define HIDE_MASK ((uintptr_t)0x5a5a5a5a5a5a5a5aULL)
@@ -154,7 +163,7 @@ static int next_chunk_header(const struct mt_record *r, uintptr_t w)
 /* w, the word at address at (for registers: the thread's index << 8 | the register's * 8). */
 static void consider(struct ctx *c, uintptr_t w, uintptr_t at)
 {
-    if (c->hiding && (w ^ HIDE_MASK) == c->hide) return;
+    if ((w & c->untag) || (c->hiding && (w ^ HIDE_MASK) == c->hide)) return;
     size_t i = mt_snapshot_find(c->s, w);
     if (i == MT_SNAPSHOT_NONE || i == c->self || (c->st[i] != c->from && c->st[i] != c->from2) ||
         next_chunk_header(&c->s->rec[i], w))
@@ -366,6 +375,24 @@ static int carrier_held(struct ctx *c, uintptr_t at, const uintptr_t head[4])
     return mt_layout_carrier_held(head, at, read_all, c, (uintptr_t *)c->buf);
 }
 
+/* The bits a word of a carrier of allocator al may not have set to keep a block: MT_TERMS_UNTAG
+ * for the allocator of Erlang terms (layouts.h). Each allocator's name is read once a mark. */
+static uintptr_t untag_of(struct ctx *c, uintptr_t al)
+{
+    size_t i = 0;
+    while (i < c->nallocators && c->allocators[i].al != al)
+        i++;
+    if (i == c->nallocators) {
+        char prefix[16];
+        int terms = mt_layout_allocator_prefix(al, prefix, read_all, c) &&
+                    strcmp(prefix, MT_TERMS_PREFIX) == 0;
+        if (i == ALLOCATORS) return terms ? MT_TERMS_UNTAG : 0;
+        c->allocators[c->nallocators++].al = al;
+        c->allocators[i].terms = terms;
+    }
+    return c->allocators[i].terms ? MT_TERMS_UNTAG : 0;
+}
+
 /* How much of buf (got bytes, read from lo) lies before the first page after its first that
  * starts a carrier (vm_carrier), which the next read then starts on. */
 static size_t before_carrier(const char *buf, size_t got, uintptr_t lo, uintptr_t hi)
@@ -429,7 +456,9 @@ static void scan_range(struct ctx *c, uintptr_t lo, uintptr_t hi, uint64_t *byte
         if (carrier && got == carrier)
             c->r->vm_free_bytes += mt_layout_carrier_free((uintptr_t *)buf, got / sizeof *head, lo);
         mt_beam_gaps_clear(&c->gaps, buf, got, lo, &c->r->left);
+        c->untag = carrier ? untag_of(c, head[3] & ~(uintptr_t)7) : 0;
         scan_words(c, buf, got, lo);
+        c->untag = 0;
         if (buf != c->buf) mt_mem_unmap(buf, carrier);
         *bytes += got;
         if (got < len) {

@@ -294,23 +294,50 @@ defmodule Mtrace.WhyTest do
     # lose_in_released_carrier/1: single-block carriers laid out as the VM's, one it holds (alone
     # on its list, which its allocator names) full of pointers into a block only it keeps, two it
     # let go of (a stale link to the first, whose next is not it; alone, which its allocator does
-    # not name), as the VM's segment cache keeps a process's heap from before a collection, each
-    # full of pointers into a lost block. Read as roots, they kept every lost block (why/2: that
-    # mapping). Blocks that held carriers keep are never reported, nor the one of a carrier a
-    # stopped thread was moving (its previous carrier still names an address unmapped since).
+    # not name; alone, beside an allocator whose list is empty), as the VM's segment cache keeps a
+    # process's heap from before a collection, each full of pointers into a lost block. Read as
+    # roots, they kept every lost block (why/2: that mapping). Blocks that held carriers keep are
+    # never reported, nor the one of a carrier a stopped thread was moving (its previous carrier
+    # still names an address unmapped since).
     all_found_in_a_node(fn ->
       {lost, kept, why_kept} =
         in_node("""
         made = for _ <- 1..3, do: Lost.lose_in_released_carrier(48)
         found = for s <- Mtrace.leaks(blocks: true, min_age: 0), do: Bitwise.bxor(s.address, m)
-        {_, _, kept, _} = hd(made)
-        {Enum.count(made, fn {lost, alone, _, _} -> lost in found and alone in found end),
-         Enum.count(made, fn {_, _, kept, moving} -> kept in found or moving in found end),
+        {_, _, _, kept, _} = hd(made)
+        {Enum.count(made, fn {lost, alone, empty, _, _} ->
+           Enum.all?([lost, alone, empty], &(&1 in found))
+         end),
+         Enum.count(made, fn {_, _, _, kept, moving} -> kept in found or moving in found end),
          Mtrace.why(Bitwise.bxor(kept, m))}
         """)
 
       assert kept == 0
       assert %Mtrace.Path{root: %{kind: :vm, allocator: "test_alloc"}, links: [_]} = why_kept
+      {lost, lost}
+    end)
+  end
+
+  test "a tagged word in a carrier of Erlang terms keeps nothing; an aligned one keeps its block" do
+    # lose_in_terms_carrier/1: words inside a lost block, with their low bits tagged as a list,
+    # a boxed term or an immediate, in a carrier of the allocator of Erlang terms (eheap_alloc),
+    # as an unwritten stack slot or a heap's garbage holds them: no term points at a NIF's block,
+    # and the VM's raw pointers are aligned (layouts.h). Read as roots, they kept every lost
+    # block (why/2: that mapping). An aligned word there, and tagged ones in another allocator's
+    # carrier, still keep their blocks.
+    all_found_in_a_node(fn ->
+      {lost, kept, why_kept} =
+        in_node("""
+        made = for _ <- 1..3, do: Lost.lose_in_terms_carrier(48)
+        found = for s <- Mtrace.leaks(blocks: true, min_age: 0), do: Bitwise.bxor(s.address, m)
+        {_, kept, _} = hd(made)
+        {Enum.count(made, fn {lost, _, _} -> lost in found end),
+         Enum.count(made, fn {_, kept, other} -> kept in found or other in found end),
+         Mtrace.why(Bitwise.bxor(kept, m))}
+        """)
+
+      assert kept == 0
+      assert %Mtrace.Path{root: %{kind: :vm, allocator: "eheap_alloc"}, links: [_]} = why_kept
       {lost, lost}
     end)
   end

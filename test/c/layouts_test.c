@@ -367,8 +367,9 @@ static int space_read(uintptr_t a, void *to, size_t len, void *arg)
     return -1;
 }
 
-/* Single-block carriers on their allocator's list, and ones the VM let go of: let go of only on
- * proof at both ends. */
+/* Single-block carriers on their allocator's list, and ones the VM let go of: let go of only when
+ * the allocator's whole list leaves them out. The list head's place is learnt from the first
+ * whole list seen, so the order of the checks matters. */
 static void released_carriers(void)
 {
     enum { P, C, N, O, AL };
@@ -388,6 +389,8 @@ static void released_carriers(void)
         w[k][3] = at[AL];
     }
     uintptr_t *c = w[C];
+    check(mt_layout_carrier_held(c, at[C], space_read, &s, scratch),
+          "before any whole list was seen, one alone beside an empty list is not told");
     al[44] = al[45] = at[C];
     check(mt_layout_carrier_held(c, at[C], space_read, &s, scratch),
           "one alone on its list, which its allocator names, is held");
@@ -395,33 +398,48 @@ static void released_carriers(void)
     check(!mt_layout_carrier_held(c, at[C], space_read, &s, scratch),
           "one alone whose allocator names another of its carriers is let go of");
     al[44] = al[45] = 0;
-    check(mt_layout_carrier_held(c, at[C], space_read, &s, scratch),
-          "one alone whose allocator names no carrier is not told");
+    check(!mt_layout_carrier_held(c, at[C], space_read, &s, scratch),
+          "one alone whose allocator's list is empty is let go of");
     s.n = 4;
     check(mt_layout_carrier_held(c, at[C], space_read, &s, scratch),
           "one alone whose allocator cannot be read is not told");
     s.n = 5;
+    /* the list P, O, N; C names P and N, as it did before it was unlinked */
+    al[44] = at[P];
+    al[45] = at[N];
+    w[P][1] = at[O];
+    w[O][2] = at[P];
+    w[O][1] = at[N];
+    w[N][2] = at[O];
     c[1] = at[N];
     c[2] = at[P];
+    check(!mt_layout_carrier_held(c, at[C], space_read, &s, scratch),
+          "one whose old neighbours are linked to each other on a whole list is let go of");
     w[P][1] = at[C];
+    check(mt_layout_carrier_held(c, at[C], space_read, &s, scratch),
+          "one whose previous carrier names it is held");
+    w[P][1] = at[O];
     w[N][2] = at[C];
     check(mt_layout_carrier_held(c, at[C], space_read, &s, scratch),
-          "one whose neighbours name it is held");
-    w[P][1] = at[O];
+          "one whose next carrier names it is held");
     w[N][2] = at[O];
-    check(!mt_layout_carrier_held(c, at[C], space_read, &s, scratch),
-          "one whose neighbours name another of their carriers is let go of");
-    w[P][1] = gone;
+    w[O][1] = gone;
     check(mt_layout_carrier_held(c, at[C], space_read, &s, scratch),
-          "one whose previous carrier names an address no carrier is at is not told");
-    w[P][1] = 0;
-    c[1] = 0;
-    al[44] = at[O];
-    check(!mt_layout_carrier_held(c, at[C], space_read, &s, scratch),
-          "one whose previous carrier ends the list, past the list's last, is let go of");
-    w[P][3] = 0x550000002000;
+          "one whose list names an address no carrier is at (a carrier being moved) is not told");
+    w[O][1] = 0;
     check(mt_layout_carrier_held(c, at[C], space_read, &s, scratch),
-          "one whose previous carrier is another allocator's is not told");
+          "one whose list ends before its head's last is not told");
+    w[O][1] = at[N];
+    w[O][2] = at[N];
+    check(mt_layout_carrier_held(c, at[C], space_read, &s, scratch),
+          "one whose list's links disagree is not told");
+    w[O][2] = at[P];
+    w[O][3] = 0x550000002000;
+    check(mt_layout_carrier_held(c, at[C], space_read, &s, scratch),
+          "one whose list runs through another allocator's carrier is not told");
+    w[O][3] = at[AL];
+    check(!mt_layout_carrier_held(c, at[C], space_read, &s, scratch),
+          "the whole list again: let go of");
     c[0] = 0x20000 | 1;
     check(mt_layout_carrier_held(c, at[C], space_read, &s, scratch),
           "a multi-block carrier is not told");

@@ -212,18 +212,19 @@ static void make_in_vm_carrier(void *arg)
 }
 
 /* lose_in_released_carrier(size): single-block carriers made by hand, laid out as the VM's
- * (layouts.h), each 64 KiB, and two allocators, whose list heads (words 44 and 45) name their
+ * (layouts.h), each 64 KiB, and three allocators, whose list heads (words 44 and 45) name their
  * first and last. The first allocator holds one carrier, alone on its list, full of pointers
  * inside a block that only it keeps, and has let go of two: one whose stale link names the held
  * one as its previous carrier (whose next is not it), and one that was alone on the list (no
  * links; the head names the held one), each full of pointers inside a lost block. The second
  * holds a carrier whose next is an address no longer mapped (its last, as the head says), and a
  * carrier being moved by a stopped thread: its previous carrier is that one, which does not name
- * it yet, full of pointers inside a block that only it keeps. Returns {lost, lost_alone, kept,
- * kept_moving}, each the address xor MASK. */
+ * it yet, full of pointers inside a block that only it keeps. The third holds none (its list is
+ * empty) and has let go of one that was alone on it, full of pointers inside a lost block.
+ * Returns {lost, lost_alone, lost_empty, kept, kept_moving}, each the address xor MASK. */
 struct in_released {
     unsigned size;
-    uint64_t lost, lost_alone, kept, kept_moving;
+    uint64_t lost, lost_alone, lost_empty, kept, kept_moving;
 };
 
 #define RELEASED_ALLOCTRS 16
@@ -245,19 +246,22 @@ static void fill_carrier(uintptr_t *w, uintptr_t next, uintptr_t prev, const uin
 static void make_in_released_carrier(void *arg)
 {
     struct in_released *v = arg;
-    unsigned a = __atomic_fetch_add(&released_used, 2, __ATOMIC_RELAXED);
-    if (a + 2 > RELEASED_ALLOCTRS) return;
+    unsigned a = __atomic_fetch_add(&released_used, 3, __ATOMIC_RELAXED);
+    if (a + 3 > RELEASED_ALLOCTRS) return;
     char *m =
-        mmap(NULL, 6 * VM_CARRIER, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        mmap(NULL, 7 * VM_CARRIER, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) return;
     uintptr_t held = (uintptr_t)m, released = held + VM_CARRIER, alone = released + VM_CARRIER;
-    uintptr_t last = alone + VM_CARRIER, moving = last + VM_CARRIER, gone = moving + VM_CARRIER;
+    uintptr_t last = alone + VM_CARRIER, moving = last + VM_CARRIER, empty = moving + VM_CARRIER;
+    uintptr_t gone = empty + VM_CARRIER;
     munmap((void *)gone, VM_CARRIER);
     uintptr_t *one = released_allctr[a], *two = released_allctr[a + 1];
+    uintptr_t *three = released_allctr[a + 2];
     uintptr_t kept = (uintptr_t)masked_block(v->size), lost = (uintptr_t)masked_block(v->size);
     uintptr_t lost_alone = (uintptr_t)masked_block(v->size);
     uintptr_t kept_moving = (uintptr_t)masked_block(v->size);
-    one[0] = two[0] = (uintptr_t)vm_carrier_name;
+    uintptr_t lost_empty = (uintptr_t)masked_block(v->size);
+    one[0] = two[0] = three[0] = (uintptr_t)vm_carrier_name;
     one[44] = one[45] = held;
     two[44] = last;
     two[45] = gone;
@@ -266,22 +270,73 @@ static void make_in_released_carrier(void *arg)
     fill_carrier((uintptr_t *)alone, 0, 0, one, lost_alone);
     fill_carrier((uintptr_t *)last, gone, 0, two, kept);
     fill_carrier((uintptr_t *)moving, 0, last, two, kept_moving);
+    fill_carrier((uintptr_t *)empty, 0, 0, three, lost_empty);
     v->kept = (uint64_t)kept ^ MASK;
     v->lost = (uint64_t)lost ^ MASK;
     v->lost_alone = (uint64_t)lost_alone ^ MASK;
+    v->lost_empty = (uint64_t)lost_empty ^ MASK;
     v->kept_moving = (uint64_t)kept_moving ^ MASK;
 }
 
 static ERL_NIF_TERM lose_in_released_carrier(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
-    struct in_released v = {0, 0, 0, 0, 0};
+    struct in_released v = {0, 0, 0, 0, 0, 0};
     (void)argc;
     if (!enif_get_uint(env, argv[0], &v.size)) return enif_make_badarg(env);
     deep(make_in_released_carrier, &v, DEPTH);
     if (!v.lost) return enif_make_badarg(env);
-    ERL_NIF_TERM t[4] = {enif_make_uint64(env, v.lost), enif_make_uint64(env, v.lost_alone),
-                         enif_make_uint64(env, v.kept), enif_make_uint64(env, v.kept_moving)};
-    return enif_make_tuple_from_array(env, t, 4);
+    ERL_NIF_TERM t[5] = {enif_make_uint64(env, v.lost), enif_make_uint64(env, v.lost_alone),
+                         enif_make_uint64(env, v.lost_empty), enif_make_uint64(env, v.kept),
+                         enif_make_uint64(env, v.kept_moving)};
+    return enif_make_tuple_from_array(env, t, 5);
+}
+
+/* lose_in_terms_carrier(size): three blocks of size bytes, and two multi-block carriers made by
+ * hand, laid out as the VM's (layouts.h), each 64 KiB. The first is the allocator of Erlang terms'
+ * ("eheap_"): past its header, words inside the first block with their low bits tagged as a list,
+ * a boxed term or an immediate (1, 2, 3), and one aligned word inside the second. The second,
+ * another allocator's, holds tagged words inside the third. Returns {lost, kept, kept_other}, each
+ * the address xor MASK. */
+struct in_terms {
+    unsigned size;
+    uint64_t lost, kept, kept_other;
+};
+
+static const char terms_carrier_name[] = "eheap_";
+static const char *const terms_carrier_allocator[] = {terms_carrier_name};
+
+static void make_in_terms_carrier(void *arg)
+{
+    struct in_terms *v = arg;
+    const size_t words = VM_CARRIER / sizeof(uintptr_t);
+    char *m =
+        mmap(NULL, 2 * VM_CARRIER, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return;
+    uintptr_t *terms = (uintptr_t *)m, *other = (uintptr_t *)(m + VM_CARRIER);
+    uintptr_t lost = (uintptr_t)masked_block(v->size), kept = (uintptr_t)masked_block(v->size);
+    uintptr_t kept_other = (uintptr_t)masked_block(v->size);
+    terms[0] = other[0] = VM_CARRIER;
+    terms[3] = (uintptr_t)terms_carrier_allocator;
+    other[3] = (uintptr_t)vm_carrier_allocator;
+    for (size_t i = 8; i < words; i++) {
+        terms[i] = lost + 8 + 1 + i % 3;
+        other[i] = kept_other + 8 + 1 + i % 3;
+    }
+    terms[words / 2] = kept + 8;
+    v->lost = (uint64_t)lost ^ MASK;
+    v->kept = (uint64_t)kept ^ MASK;
+    v->kept_other = (uint64_t)kept_other ^ MASK;
+}
+
+static ERL_NIF_TERM lose_in_terms_carrier(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    struct in_terms v = {0, 0, 0, 0};
+    (void)argc;
+    if (!enif_get_uint(env, argv[0], &v.size)) return enif_make_badarg(env);
+    deep(make_in_terms_carrier, &v, DEPTH);
+    if (!v.lost) return enif_make_badarg(env);
+    return enif_make_tuple3(env, enif_make_uint64(env, v.lost), enif_make_uint64(env, v.kept),
+                            enif_make_uint64(env, v.kept_other));
 }
 
 static ERL_NIF_TERM lose_in_vm_carrier(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
@@ -1320,6 +1375,7 @@ static ErlNifFunc funcs[] = {
     {"lose_in_port", 1, lose_in_port, 0},
     {"lose_in_merged_heap", 1, lose_in_merged_heap, 0},
     {"lose_in_released_carrier", 1, lose_in_released_carrier, 0},
+    {"lose_in_terms_carrier", 1, lose_in_terms_carrier, 0},
     {"lose_in_sub_bits", 1, lose_in_sub_bits, 0},
     {"lose_in_bin_ref", 1, lose_in_bin_ref, 0},
     {"lose_on_4g", 1, lose_on_4g, 0},
