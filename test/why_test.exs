@@ -299,23 +299,7 @@ defmodule Mtrace.WhyTest do
     # roots, they kept every lost block (why/2: that mapping). Blocks that held carriers keep are
     # never reported, nor the one of a carrier a stopped thread was moving (its previous carrier
     # still names an address unmapped since).
-    all_found_in_a_node(fn ->
-      {lost, kept, why_kept} =
-        in_node("""
-        made = for _ <- 1..3, do: Lost.lose_in_released_carrier(48)
-        found = for s <- Mtrace.leaks(blocks: true, min_age: 0), do: Bitwise.bxor(s.address, m)
-        {_, _, _, kept, _} = hd(made)
-        {Enum.count(made, fn {lost, alone, empty, _, _} ->
-           Enum.all?([lost, alone, empty], &(&1 in found))
-         end),
-         Enum.count(made, fn {_, _, _, kept, moving} -> kept in found or moving in found end),
-         Mtrace.why(Bitwise.bxor(kept, m))}
-        """)
-
-      assert kept == 0
-      assert %Mtrace.Path{root: %{kind: :vm, allocator: "test_alloc"}, links: [_]} = why_kept
-      {lost, lost}
-    end)
+    lost_and_kept("Lost.lose_in_released_carrier(48)", 2, "test_alloc")
   end
 
   test "a tagged word in a carrier of Erlang terms keeps nothing; an aligned one keeps its block" do
@@ -325,21 +309,7 @@ defmodule Mtrace.WhyTest do
     # and the VM's raw pointers are aligned (layouts.h). Read as roots, they kept every lost
     # block (why/2: that mapping). An aligned word there, and tagged ones in another allocator's
     # carrier, still keep their blocks.
-    all_found_in_a_node(fn ->
-      {lost, kept, why_kept} =
-        in_node("""
-        made = for _ <- 1..3, do: Lost.lose_in_terms_carrier(48)
-        found = for s <- Mtrace.leaks(blocks: true, min_age: 0), do: Bitwise.bxor(s.address, m)
-        {_, kept, _} = hd(made)
-        {Enum.count(made, fn {lost, _, _} -> lost in found end),
-         Enum.count(made, fn {_, kept, other} -> kept in found or other in found end),
-         Mtrace.why(Bitwise.bxor(kept, m))}
-        """)
-
-      assert kept == 0
-      assert %Mtrace.Path{root: %{kind: :vm, allocator: "eheap_alloc"}, links: [_]} = why_kept
-      {lost, lost}
-    end)
+    lost_and_kept("Lost.lose_in_terms_carrier(48)", 2, "eheap_alloc")
   end
 
   test "a word in a thread arena's heap that shares its mapping with the memory below keeps nothing" do
@@ -565,6 +535,26 @@ defmodule Mtrace.WhyTest do
 
       assert Enum.count(whys, &is_nil/1) == lost, inspect(whys)
       {lost, whys}
+    end)
+  end
+
+  # lose returns a tuple of masked addresses: first the blocks that must be found lost, then
+  # `kept` blocks that must never be, the first of them held in a carrier of `allocator`.
+  defp lost_and_kept(lose, kept, allocator) do
+    all_found_in_a_node(fn ->
+      {lost, reported, why_kept} =
+        in_node("""
+        made = for _ <- 1..3, do: Tuple.to_list(#{lose})
+        found = for s <- Mtrace.leaks(blocks: true, min_age: 0), do: Bitwise.bxor(s.address, m)
+        lost = length(hd(made)) - #{kept}
+        {Enum.count(made, fn t -> Enum.all?(Enum.take(t, lost), &(&1 in found)) end),
+         Enum.count(made, fn t -> Enum.any?(Enum.drop(t, lost), &(&1 in found)) end),
+         Mtrace.why(Bitwise.bxor(Enum.at(hd(made), lost), m))}
+        """)
+
+      assert reported == 0
+      assert %Mtrace.Path{root: %{kind: :vm, allocator: ^allocator}, links: [_]} = why_kept
+      {lost, lost}
     end)
   end
 
