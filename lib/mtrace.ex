@@ -452,18 +452,20 @@ defmodule Mtrace do
     if opts[:gc], do: collect_all()
   end
 
-  # Every other process collected, each where it runs, at once; then the caller, by itself and
-  # last. The requests go out from a process of their own: an answer that comes after the 5 s
-  # it waits lands in that process's mailbox, which dies with it, not in the caller's.
+  # The caller collected first, then every other process, each where it runs, at once. A
+  # collection's old heap may stay allocated for a while after it (freed into the allocator
+  # instance of the scheduler that made it, which frees it when it next runs): the caller's,
+  # collected right before the mark, would still hold the words the collection moved. The
+  # requests go out from a process of their own: an answer that comes after the 5 s it waits
+  # lands in that process's mailbox, which dies with it, not in the caller's.
   defp collect_all do
     caller = self()
+    :erlang.garbage_collect()
     {_, monitor} = spawn_monitor(fn -> collect_others(caller) end)
 
     receive do
       {:DOWN, ^monitor, :process, _, _} -> :ok
     end
-
-    :erlang.garbage_collect()
   end
 
   defp collect_others(caller) do
