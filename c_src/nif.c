@@ -1124,20 +1124,49 @@ static int upgrade(ErlNifEnv *env, void **priv, void **old_priv, ERL_NIF_TERM in
     return load(env, priv, info);
 }
 
+/* scrub() -> ok: the calling scheduler's stack below this NIF zeroed (reach.h), so that the frames
+ * it lays there as it goes back to sleep do not keep what a NIF that ran on it left. */
+static ERL_NIF_TERM scrub(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)env;
+    (void)argc;
+    (void)argv;
+    mt_reach_scrub();
+    return atom_ok;
+}
+
+/* A reader's frames hold the addresses of blocks (its snapshot's, its mark's): once it has made
+ * its answer, the dirty scheduler's stack below it is zeroed, so that a mark made from another
+ * dirty scheduler does not find them there, in the frames this one sleeps in. */
+#define SCRUBBED(reader)                                                                           \
+    static ERL_NIF_TERM reader##_scrubbed(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])     \
+    {                                                                                              \
+        ERL_NIF_TERM result = reader(env, argc, argv);                                             \
+        mt_reach_scrub();                                                                          \
+        return result;                                                                             \
+    }
+SCRUBBED(olds)
+SCRUBBED(sites)
+SCRUBBED(leaks)
+SCRUBBED(heap_census)
+SCRUBBED(why)
+SCRUBBED(whys)
+
 static ErlNifFunc funcs[] = {
-    {"olds_nif", 3, olds, ERL_NIF_DIRTY_JOB_CPU_BOUND},
-    {"sites_nif", 2, sites, ERL_NIF_DIRTY_JOB_CPU_BOUND},
-    {"leaks_nif", 2, leaks, ERL_NIF_DIRTY_JOB_CPU_BOUND},
+    {"olds_nif", 3, olds_scrubbed, ERL_NIF_DIRTY_JOB_CPU_BOUND},
+    {"sites_nif", 2, sites_scrubbed, ERL_NIF_DIRTY_JOB_CPU_BOUND},
+    {"leaks_nif", 2, leaks_scrubbed, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"frames_nif", 2, frames, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"stacks_matching_nif", 2, stacks_matching, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"stats_nif", 0, stats, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"reset_nif", 0, reset, ERL_NIF_DIRTY_JOB_CPU_BOUND},
-    {"heap_nif", 0, heap_census, ERL_NIF_DIRTY_JOB_CPU_BOUND},
+    {"heap_nif", 0, heap_census_scrubbed, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"attach_nif", 1, attach_nif, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"detach_nif", 0, detach_nif, ERL_NIF_DIRTY_JOB_CPU_BOUND},
-    {"why_nif", 1, why, ERL_NIF_DIRTY_JOB_CPU_BOUND},
-    {"whys_nif", 1, whys, ERL_NIF_DIRTY_JOB_CPU_BOUND},
+    {"why_nif", 1, why_scrubbed, ERL_NIF_DIRTY_JOB_CPU_BOUND},
+    {"whys_nif", 1, whys_scrubbed, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"heaps_learn_nif", 3, heaps_learn, 0},
+    {"scrub_nif", 0, scrub, 0},
 };
 
 ERL_NIF_INIT(Elixir.Mtrace.Nif, funcs, load, NULL, upgrade, NULL)

@@ -26,6 +26,7 @@
 #include "platform.h"
 #include "proc.h"
 #include "recorder.h"
+#include "stack.h"
 #include "table.h"
 #include "world.h"
 
@@ -1225,4 +1226,23 @@ void mt_reach_drop(struct mt_reach *r)
     if (r->map) mt_mem_unmap(r->map, r->map_len);
     r->map = NULL;
     r->state = NULL;
+}
+
+/* Its own frame, so that the bytes it zeroes lie below its caller's. */
+__attribute__((noinline)) static void zero_below(size_t len)
+{
+    char dead[len];
+    explicit_bzero(dead, len);
+}
+
+void mt_reach_scrub(void)
+{
+    uintptr_t lo, hi, here = (uintptr_t)__builtin_frame_address(0);
+    mt_guard_hold();
+    int known = mt_stack_bounds(&lo, &hi);
+    mt_guard_release();
+    uintptr_t floor = lo + MT_REACH_SCRUB_MARGIN;
+    if (!known || here < floor + 4096 || here >= hi) return;
+    size_t room = here - floor - 4096; /* zero_below's own frame */
+    zero_below(room < MT_REACH_SCRUB ? room : MT_REACH_SCRUB);
 }

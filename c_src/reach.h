@@ -185,4 +185,15 @@ unsigned mt_reach_scans(uint32_t stack);
 int mt_reach_heap(struct mt_reach *r, struct mt_heap *heap);
 void mt_reach_drop(struct mt_reach *r);
 
+/* Stale words in stacks. A thread lays each frame over what its earlier, deeper calls left there,
+ * and a slot the frame never writes keeps the old word: a scheduler asleep in such frames shows a
+ * mark, as live, a pointer that a NIF that ran on it before held. mt_reach_scrub() zeroes up to
+ * MT_REACH_SCRUB bytes of the calling thread's stack below its caller's frame (never the last
+ * MT_REACH_SCRUB_MARGIN bytes of the stack), so that the frames it lays there next hold zeros
+ * where they write nothing. Any thread but a hook or a signal handler; the first call on a thread
+ * allocates (stack.h's mt_stack_bounds); does nothing where the stack's bounds are not known. */
+#define MT_REACH_SCRUB ((size_t)64 << 10)
+#define MT_REACH_SCRUB_MARGIN ((size_t)32 << 10)
+void mt_reach_scrub(void);
+
 #endif

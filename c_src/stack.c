@@ -101,6 +101,14 @@ static inline int on_stack(uintptr_t sp, uintptr_t *hi)
     return 1;
 }
 
+int mt_stack_bounds(uintptr_t *lo, uintptr_t *hi)
+{
+    if (!stack_known()) return 0;
+    *lo = stack_lo;
+    *hi = stack_hi;
+    return 1;
+}
+
 /* libunwind 1.6 checks doubtful addresses by writing them to a private pipe and reading the pipe
  * back. In a program that closes every descriptor at start (erl_child_setup, ssh) the pipe's
  * number is reused by a socket: libunwind then blocks reading it, or eats the program's data.

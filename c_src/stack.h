@@ -54,6 +54,12 @@ void mt_stack_cache_reset(struct mt_stack_cache *cache);
  * full. cache may be NULL (no reuse). */
 uint32_t mt_stack_id(struct mt_stack_cache *cache, const struct mt_site *site);
 
+/* The calling thread's stack, [*lo, *hi), as the unwinder's checks know it (found once per
+ * thread and kept; the initial thread's is the 64 MiB below its top): 1, or 0 where it is not
+ * known. The first call on a thread allocates (pthread_getattr_np): call it under the recorder's
+ * guard. */
+int mt_stack_bounds(uintptr_t *lo, uintptr_t *hi);
+
 /* Fork handlers (pthread_atfork): no thread may be inside libunwind when a child is made. */
 void mt_stack_fork_prepare(void);
 void mt_stack_fork_parent(void);

@@ -445,23 +445,23 @@ defmodule Mtrace do
     end
   end
 
-  # Before a mark: the VM's process heaps learnt (their unused parts are not read), and with gc:
-  # every process collected.
+  # Before a mark: the VM's process heaps learnt (their unused parts are not read); with gc: the
+  # caller collected first, then every other process, each where it runs, at once (a collection's
+  # old heap may stay allocated for a while after it, freed into the allocator instance of the
+  # scheduler that made it, which frees it when it next runs: the caller's, collected right
+  # before the mark, would still hold the words the collection moved); then every scheduler's
+  # stack scrubbed. The requests go out from a process of their own: an answer that comes after
+  # it stops waiting lands in that process's mailbox, which dies with it, not in the caller's.
   defp prepare_mark(opts) do
     Mtrace.BeamHeaps.learn()
-    if opts[:gc], do: collect_all()
-  end
-
-  # The caller collected first, then every other process, each where it runs, at once. A
-  # collection's old heap may stay allocated for a while after it (freed into the allocator
-  # instance of the scheduler that made it, which frees it when it next runs): the caller's,
-  # collected right before the mark, would still hold the words the collection moved. The
-  # requests go out from a process of their own: an answer that comes after the 5 s it waits
-  # lands in that process's mailbox, which dies with it, not in the caller's.
-  defp collect_all do
     caller = self()
-    :erlang.garbage_collect()
-    {_, monitor} = spawn_monitor(fn -> collect_others(caller) end)
+    if opts[:gc], do: :erlang.garbage_collect()
+
+    {_, monitor} =
+      spawn_monitor(fn ->
+        if opts[:gc], do: collect_others(caller)
+        scrub_schedulers()
+      end)
 
     receive do
       {:DOWN, ^monitor, :process, _, _} -> :ok
@@ -476,11 +476,39 @@ defmodule Mtrace do
         ref
       end
 
-    deadline = System.monotonic_time(:millisecond) + 5_000
+    await(refs, 5_000)
+  end
+
+  # A scheduler's stack keeps, in the slots of the frames it sleeps in, words that a NIF which
+  # ran on it left there (a lost block's address among them): each scheduler runs scrub_nif/0,
+  # in a process bound to it, and then lays its sleeping frames over zeros. spawn_opt takes
+  # {:scheduler, id} without documenting it: where it is refused, nothing is scrubbed.
+  defp scrub_schedulers do
+    asker = self()
+
+    refs =
+      for id <- 1..:erlang.system_info(:schedulers_online),
+          ref = make_ref(),
+          scrub = fn -> send(asker, {:scrubbed, ref, Nif.scrub_nif()}) end,
+          match?({:ok, _}, bound_spawn(scrub, id)),
+          do: ref
+
+    await(refs, 1_000)
+  end
+
+  defp bound_spawn(fun, scheduler) do
+    {:ok, :erlang.spawn_opt(fun, [{:scheduler, scheduler}])}
+  rescue
+    ArgumentError -> :refused
+  end
+
+  # An answer {_, ref, _} for each ref, waited for at most ms in all.
+  defp await(refs, ms) do
+    deadline = System.monotonic_time(:millisecond) + ms
 
     for ref <- refs do
       receive do
-        {:garbage_collect, ^ref, _} -> :ok
+        {_, ^ref, _} -> :ok
       after
         max(deadline - System.monotonic_time(:millisecond), 0) -> :ok
       end

@@ -521,6 +521,43 @@ defmodule Mtrace.WhyTest do
     three_found("Lost.lose_in_dead_thread(48)")
   end
 
+  test "a scheduler's stack below the frames it sleeps in keeps nothing" do
+    # lose_in_sleeping_frames/1, in a process bound to a scheduler: the only words that held the
+    # block lie in the 32 KiB of the scheduler's stack below the NIF's frame, where it lays the
+    # frames it sleeps in (the process waits): their slots that no call writes keep the word.
+    # Before each mark every scheduler zeroes that part of its stack (reach.h's mt_reach_scrub):
+    # once the mark is made, dead_stack_holds/1, on the same scheduler, finds no copy left. Without
+    # it, each found hundreds, and OTP 25's polling scheduler kept the block in some nodes (why/2:
+    # erts_poll_wait's frame); bin/demo in Debian 13's image lost a C++ buffer so.
+    all_found_in_a_node(fn ->
+      {lost, holding} =
+        in_node("""
+        me = self()
+        ids = Enum.take(Stream.cycle(1..:erlang.system_info(:schedulers_online)), 3)
+
+        lose = fn ->
+          send(me, {:lost, self(), Lost.lose_in_sleeping_frames(48)})
+          receive do: ({:check, x} -> send(me, {:holds, Lost.dead_stack_holds(x)}))
+        end
+
+        losers = for id <- ids, do: :erlang.spawn_opt(lose, [{:scheduler, id}])
+        masked = for pid <- losers, do: receive(do: ({:lost, ^pid, x} -> x))
+        found = for s <- Mtrace.leaks(blocks: true, min_age: 0), do: Bitwise.bxor(s.address, m)
+
+        holding =
+          for {pid, x} <- Enum.zip(losers, masked) do
+            send(pid, {:check, x})
+            receive do: ({:holds, n} -> n)
+          end
+
+        {Enum.count(masked, &(&1 in found)), holding}
+        """)
+
+      assert holding == [0, 0, 0]
+      {lost, holding}
+    end)
+  end
+
   # Three blocks lost by the call `lose` (each returns a masked address) are all found, in one
   # node of three (another stale word may keep one: see leaks_test), and why/2 says nil for each
   # block found.

@@ -840,6 +840,38 @@ static ERL_NIF_TERM lose_in_dead_thread(ErlNifEnv *env, int argc, const ERL_NIF_
     return enif_make_uint64(env, v.masked);
 }
 
+/* lose_in_sleeping_frames(size): a block of size bytes whose address only the dead part of the
+ * scheduler's stack holds, 32 KiB of it below this NIF's frame: where the scheduler lays the frames
+ * it next sleeps in, whose unwritten slots keep the word. Returns the address xor MASK.
+ * dead_stack_holds(masked): how many words of those 32 KiB below this NIF's frame still hold the
+ * address (read, not written: the bytes below the stack pointer, of the thread's own mapping). */
+static ERL_NIF_TERM lose_in_sleeping_frames(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    unsigned size;
+    (void)argc;
+    if (!enif_get_uint(env, argv[0], &size)) return enif_make_badarg(env);
+    uintptr_t p = (uintptr_t)masked_block(size);
+    if (spray(p) != 0) return enif_make_badarg(env);
+    return enif_make_uint64(env, (uint64_t)p ^ MASK);
+}
+
+NAMED static unsigned dead_words_equal(uintptr_t want)
+{
+    volatile uintptr_t here = 0;
+    unsigned n = 0;
+    for (const volatile uintptr_t *w = &here - 4096; w < &here - 64; w++)
+        n += *w == want;
+    return n + (unsigned)here;
+}
+
+static ERL_NIF_TERM dead_stack_holds(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    ErlNifUInt64 masked;
+    (void)argc;
+    if (!enif_get_uint64(env, argv[0], &masked)) return enif_make_badarg(env);
+    return enif_make_uint(env, dead_words_equal((uintptr_t)(masked ^ MASK)));
+}
+
 extern void __libc_free(void *);
 
 /* free_behind(size): a block allocated through malloc and freed through glibc's own __libc_free,
@@ -1386,6 +1418,8 @@ static ErlNifFunc funcs[] = {
     {"lose_in_fun", 1, lose_in_fun, 0},
     {"lose_in_atom", 1, lose_in_atom, 0},
     {"lose_in_dead_thread", 1, lose_in_dead_thread, 0},
+    {"lose_in_sleeping_frames", 1, lose_in_sleeping_frames, 0},
+    {"dead_stack_holds", 1, dead_stack_holds, 0},
     {"lose_in_heap", 1, lose_in_heap, 0},
     {"free_heap_holds", 1, free_heap_holds, 0},
     {"lose_in_old_heap", 3, lose_in_old_heap, 0},
