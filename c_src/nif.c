@@ -1124,13 +1124,13 @@ static int upgrade(ErlNifEnv *env, void **priv, void **old_priv, ERL_NIF_TERM in
     return load(env, priv, info);
 }
 
-/* scrub() -> ok: the calling scheduler's stack below this NIF zeroed (reach.h), so that the frames
- * it lays there as it goes back to sleep do not keep what a NIF that ran on it left. */
+/* scrub(binary) -> ok: the calling scheduler's stack below this NIF zeroed (reach.h), so that the
+ * frames it lays there as it goes back to sleep do not keep what a NIF that ran on it left. The
+ * binary, which its caller built on this scheduler just before (lib/mtrace.ex), is not read. */
 static ERL_NIF_TERM scrub(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
-    (void)env;
     (void)argc;
-    (void)argv;
+    if (!enif_is_binary(env, argv[0])) return enif_make_badarg(env);
     mt_reach_scrub();
     return atom_ok;
 }
@@ -1166,7 +1166,7 @@ static ErlNifFunc funcs[] = {
     {"why_nif", 1, why_scrubbed, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"whys_nif", 1, whys_scrubbed, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"heaps_learn_nif", 3, heaps_learn, 0},
-    {"scrub_nif", 0, scrub, 0},
+    {"scrub_nif", 1, scrub, 0},
 };
 
 ERL_NIF_INIT(Elixir.Mtrace.Nif, funcs, load, NULL, upgrade, NULL)

@@ -20,6 +20,7 @@
 #pragma weak enif_get_tuple
 #pragma weak enif_get_ulong
 #pragma weak enif_inspect_binary
+#pragma weak enif_is_binary
 #pragma weak enif_is_empty_list
 #pragma weak enif_is_identical
 #pragma weak enif_make_atom

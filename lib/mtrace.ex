@@ -480,16 +480,19 @@ defmodule Mtrace do
   end
 
   # A scheduler's stack keeps, in the slots of the frames it sleeps in, words that a NIF which
-  # ran on it left there (a lost block's address among them): each scheduler runs scrub_nif/0,
-  # in a process bound to it, and then lays its sleeping frames over zeros. spawn_opt takes
-  # {:scheduler, id} without documenting it: where it is refused, nothing is scrubbed.
+  # ran on it left there (a lost block's address among them); and the JIT's register block, on
+  # that stack, keeps a pointer into the last binary the scheduler built, which may have been
+  # freed and its memory given to a block lost since. Each scheduler, in a process bound to it,
+  # builds a small binary (on that process's heap: the pointer then leads there) and runs
+  # scrub_nif/1, and then lays its sleeping frames over zeros. spawn_opt takes {:scheduler, id}
+  # without documenting it: where it is refused, nothing is scrubbed.
   defp scrub_schedulers do
     asker = self()
 
     refs =
       for id <- 1..:erlang.system_info(:schedulers_online),
           ref = make_ref(),
-          scrub = fn -> send(asker, {:scrubbed, ref, Nif.scrub_nif()}) end,
+          scrub = fn -> send(asker, {:scrubbed, ref, Nif.scrub_nif(<<id::64, id::64>>)}) end,
           match?({:ok, _}, bound_spawn(scrub, id)),
           do: ref
 

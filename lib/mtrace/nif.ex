@@ -66,9 +66,10 @@ defmodule Mtrace.Nif do
   @spec frames_nif([non_neg_integer()], boolean()) :: [[frame_info()]]
   def frames_nif(_stack_ids, _demangle), do: :erlang.nif_error(:not_loaded)
 
-  # The calling scheduler's stack below this call zeroed (reach.h's mt_reach_scrub).
-  @spec scrub_nif() :: :ok
-  def scrub_nif, do: :erlang.nif_error(:not_loaded)
+  # The calling scheduler's stack below this call zeroed (reach.h's mt_reach_scrub); the binary
+  # is the one its caller built just before, on the same scheduler, and is not read.
+  @spec scrub_nif(binary()) :: :ok
+  def scrub_nif(_built), do: :erlang.nif_error(:not_loaded)
 
   @spec stats_nif() :: map()
   def stats_nif, do: :erlang.nif_error(:not_loaded)

@@ -28,6 +28,8 @@ defmodule Mtrace.Test.Lost do
   def lose_in_dead_thread(_size), do: :erlang.nif_error(:not_loaded)
   def lose_in_sleeping_frames(_size), do: :erlang.nif_error(:not_loaded)
   def dead_stack_holds(_masked), do: :erlang.nif_error(:not_loaded)
+  def binary_bytes(_binary), do: :erlang.nif_error(:not_loaded)
+  def lose_over(_bytes), do: :erlang.nif_error(:not_loaded)
   def lose_in_heap(_size), do: :erlang.nif_error(:not_loaded)
   def free_heap_holds(_masked), do: :erlang.nif_error(:not_loaded)
   def lose_in_text_tail(_size), do: :erlang.nif_error(:not_loaded)

@@ -872,6 +872,38 @@ static ERL_NIF_TERM dead_stack_holds(ErlNifEnv *env, int argc, const ERL_NIF_TER
     return enif_make_uint(env, dead_words_equal((uintptr_t)(masked ^ MASK)));
 }
 
+/* binary_bytes(binary): the address of a binary's bytes. lose_over(bytes): a block of 336 bytes
+ * that malloc makes over the freed chunk whose bytes were at `bytes` (an Erlang binary of 300 to
+ * 308 bytes, with +MBe false: its chunk is of the same size), asked for until one holds that
+ * address (the others freed), as its address xor MASK; false when 64 did not. */
+static ERL_NIF_TERM binary_bytes(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    ErlNifBinary b;
+    (void)argc;
+    if (!enif_inspect_binary(env, argv[0], &b)) return enif_make_badarg(env);
+    return enif_make_uint64(env, (uint64_t)(uintptr_t)b.data);
+}
+
+static ERL_NIF_TERM lose_over(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    ErlNifUInt64 bytes;
+    char *tried[64], *hit = NULL;
+    unsigned n = 0;
+    (void)argc;
+    if (!enif_get_uint64(env, argv[0], &bytes)) return enif_make_badarg(env);
+    while (!hit && n < 64) {
+        char *p = raw_block(336);
+        if ((uintptr_t)p <= bytes && bytes < (uintptr_t)p + 336)
+            hit = p;
+        else
+            tried[n++] = p;
+    }
+    for (unsigned i = 0; i < n; i++)
+        free(tried[i]);
+    return hit ? enif_make_uint64(env, (uint64_t)(uintptr_t)hit ^ MASK)
+               : enif_make_atom(env, "false");
+}
+
 extern void __libc_free(void *);
 
 /* free_behind(size): a block allocated through malloc and freed through glibc's own __libc_free,
@@ -1420,6 +1452,8 @@ static ErlNifFunc funcs[] = {
     {"lose_in_dead_thread", 1, lose_in_dead_thread, 0},
     {"lose_in_sleeping_frames", 1, lose_in_sleeping_frames, 0},
     {"dead_stack_holds", 1, dead_stack_holds, 0},
+    {"binary_bytes", 1, binary_bytes, 0},
+    {"lose_over", 1, lose_over, 0},
     {"lose_in_heap", 1, lose_in_heap, 0},
     {"free_heap_holds", 1, free_heap_holds, 0},
     {"lose_in_old_heap", 3, lose_in_old_heap, 0},
