@@ -1241,8 +1241,9 @@ void mt_reach_scrub(void)
     mt_guard_hold();
     int known = mt_stack_bounds(&lo, &hi);
     mt_guard_release();
+    if (!known) return;
     uintptr_t floor = lo + MT_REACH_SCRUB_MARGIN;
-    if (!known || here < floor + 4096 || here >= hi) return;
+    if (here < floor + 4096 || here >= hi) return;
     size_t room = here - floor - 4096; /* zero_below's own frame */
     zero_below(room < MT_REACH_SCRUB ? room : MT_REACH_SCRUB);
 }
