@@ -17,6 +17,7 @@ struct mt_config mt_config = {
     .depth = 20,
     .stacks = 65536,
     .unwind = MT_UNWIND_LIBUNWIND,
+    .clear = MT_CLEAR_UNSET,
     .csv_age = 60,
     .csv_period = 10,
 };
@@ -57,6 +58,8 @@ const struct mt_option mt_options[] = {
      .meaning = "libunwind (DWARF), fp (frame pointers) or erlang (on through Erlang frames)"},
     NUMBER("MTRACE_SAMPLE", 0, (size_t)1 << 40, sample, NULL,
            "record about one allocation per this many bytes; 0 records every one"),
+    NUMBER("MTRACE_CLEAR", 0, (size_t)1 << 40, clear, "4096, 0 under MTRACE_SAMPLE",
+           "the most bytes of each new block zeroed before the program has it; 0: none"),
     TEXT("MTRACE_REPORT", report, "the exit report: stderr, none or a path (%p pid, %n name)"),
     {.name = "MTRACE_REPORT_SIGNAL",
      .kind = MT_OPTION_SIGNAL,
@@ -277,6 +280,8 @@ void mt_config_load(void)
         }
     }
     mt_config.account = mt_config.report || mt_config.report_signal;
+    /* Sampling is chosen for its price, which clearing would more than double. */
+    if (mt_config.clear == MT_CLEAR_UNSET) mt_config.clear = mt_config.sample ? 0 : 4096;
     mt_config.slots = (mt_config.slots + 15) / 16 * 16;
     mt_config.slots_max = (mt_config.slots_max + 15) / 16 * 16;
     /* A start above the cap is a fixed table of that size: the start was asked for by name. */

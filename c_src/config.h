@@ -18,6 +18,7 @@
 #define MTRACE_CONFIG_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 enum mt_unwind { MT_UNWIND_LIBUNWIND, MT_UNWIND_FP, MT_UNWIND_ERLANG };
 enum mt_fork { MT_FORK_REPORT, MT_FORK_NONE }; /* what forked children do about reports */
@@ -29,6 +30,7 @@ struct mt_config {
     size_t stacks;         /* MTRACE_STACKS: distinct stacks the intern table can hold */
     enum mt_unwind unwind; /* MTRACE_UNWIND: libunwind (default), fp or erlang */
     size_t sample;         /* MTRACE_SAMPLE: mean bytes between sampled allocations, 0: all */
+    size_t clear;          /* MTRACE_CLEAR: the most bytes of a new block cleared, 0: none */
     size_t lanes;          /* MTRACE_LANES: table lanes (table.h); one per CPU, at most 2 */
     /* Reports and CSV (report.h, csv.h); the strings are copies, NULL when unset. */
     const char *report;      /* MTRACE_REPORT: "stderr", "none" or a path template */
@@ -48,6 +50,7 @@ struct mt_config {
 };
 
 #define MT_DEPTH_MAX 128
+#define MT_CLEAR_UNSET SIZE_MAX /* MTRACE_CLEAR before the load: 4096, or 0 when sampling */
 
 extern struct mt_config mt_config;
 

@@ -1,5 +1,6 @@
 /* hooks.c: the interposed malloc family. Each hook forwards to glibc and reports to the recorder;
- * what the program sees (pointer, return value, errno) is exactly what glibc gave.
+ * what the program sees (pointer, return value, errno) is exactly what glibc gave. Only the bytes
+ * of a new block, which glibc leaves as its chunk held them, are zeroed first (mt_clear).
  *
  * The originals come from glibc's exported __libc_* entry points, which need no dlsym (dlsym may
  * itself allocate). The three without such a name are looked up once with dlsym; that lookup may
@@ -52,25 +53,27 @@ static void *original(const char *name)
     return fn;
 }
 
-/* The body of every hook that only allocates: glibc's answer, recorded unless the thread is
- * already inside mtrace or sampling leaves it out. MT_SITE must expand here, in the hook itself,
- * and only on the way to a record: a call sampled out does not build it. */
-#define ALLOCATE(kind, hook, call, size)                                                           \
+/* The body of every hook that only allocates: glibc's answer, cleared past the bytes the call
+ * wrote (written), and recorded unless the thread is already inside mtrace or sampling leaves it
+ * out. MT_SITE must expand here, in the hook itself, and only on the way to a record: a call
+ * sampled out does not build it. */
+#define ALLOCATE(kind, hook, call, size, written)                                                  \
     do {                                                                                           \
         if (!mt_enter(kind)) return call;                                                          \
         void *p_ = call;                                                                           \
+        mt_clear(p_, written);                                                                     \
         if (!mt_alloc_skip(p_, size)) mt_alloc_slow(p_, size, &MT_SITE(own_##hook));               \
         return p_;                                                                                 \
     } while (0)
 
 EXPORT void *malloc(size_t n)
 {
-    ALLOCATE(MT_MALLOC, malloc, __libc_malloc(n), n);
+    ALLOCATE(MT_MALLOC, malloc, __libc_malloc(n), n, 0);
 }
 
 EXPORT void *calloc(size_t count, size_t n)
 {
-    ALLOCATE(MT_CALLOC, calloc, __libc_calloc(count, n), count * n);
+    ALLOCATE(MT_CALLOC, calloc, __libc_calloc(count, n), count * n, SIZE_MAX);
 }
 
 EXPORT void free(void *p)
@@ -92,7 +95,9 @@ EXPORT void *realloc(void *p, size_t n)
         return q;
     }
     int had = mt_take(p, &old);
+    size_t kept = p ? mt_usable(p) : 0;
     void *q = __libc_realloc(p, n);
+    mt_clear(q, kept);
     mt_realloc_done(q, n, &MT_SITE(own_realloc), had && n != 0, &old);
     return q;
 }
@@ -113,7 +118,9 @@ EXPORT void *reallocarray(void *p, size_t count, size_t n)
         return q;
     }
     int had = mt_take(p, &old);
+    size_t kept = p ? mt_usable(p) : 0;
     void *q = real_reallocarray(p, count, n);
+    mt_clear(q, kept);
     mt_realloc_done(q, bytes, &MT_SITE(own_reallocarray), had && (overflow || bytes != 0), &old);
     return q;
 }
@@ -123,6 +130,7 @@ EXPORT int posix_memalign(void **out, size_t align, size_t n)
     if (!real_posix_memalign && !(real_posix_memalign = original("posix_memalign"))) return ENOMEM;
     if (!mt_enter(MT_POSIX_MEMALIGN)) return real_posix_memalign(out, align, n);
     int rc = real_posix_memalign(out, align, n);
+    if (rc == 0) mt_clear(*out, 0);
     mt_alloc_done(rc == 0 ? *out : NULL, n, &MT_SITE(own_posix_memalign));
     return rc;
 }
@@ -133,22 +141,22 @@ EXPORT void *aligned_alloc(size_t align, size_t n)
         errno = ENOMEM;
         return NULL;
     }
-    ALLOCATE(MT_ALIGNED_ALLOC, aligned_alloc, real_aligned_alloc(align, n), n);
+    ALLOCATE(MT_ALIGNED_ALLOC, aligned_alloc, real_aligned_alloc(align, n), n, 0);
 }
 
 EXPORT void *memalign(size_t align, size_t n)
 {
-    ALLOCATE(MT_MEMALIGN, memalign, __libc_memalign(align, n), n);
+    ALLOCATE(MT_MEMALIGN, memalign, __libc_memalign(align, n), n, 0);
 }
 
 EXPORT void *valloc(size_t n)
 {
-    ALLOCATE(MT_VALLOC, valloc, __libc_valloc(n), n);
+    ALLOCATE(MT_VALLOC, valloc, __libc_valloc(n), n, 0);
 }
 
 EXPORT void *pvalloc(size_t n)
 {
-    ALLOCATE(MT_PVALLOC, pvalloc, __libc_pvalloc(n), n);
+    ALLOCATE(MT_PVALLOC, pvalloc, __libc_pvalloc(n), n, 0);
 }
 
 static char *copy(const char *s, size_t len)
@@ -164,13 +172,13 @@ static char *copy(const char *s, size_t len)
 EXPORT char *strdup(const char *s)
 {
     size_t len = strlen(s);
-    ALLOCATE(MT_STRDUP, strdup, copy(s, len), len + 1);
+    ALLOCATE(MT_STRDUP, strdup, copy(s, len), len + 1, len + 1);
 }
 
 EXPORT char *strndup(const char *s, size_t max)
 {
     size_t len = strnlen(s, max);
-    ALLOCATE(MT_STRNDUP, strndup, copy(s, len), len + 1);
+    ALLOCATE(MT_STRNDUP, strndup, copy(s, len), len + 1, len + 1);
 }
 
 /* The loader relocates these dynamic-section addresses in place, except in the vDSO, whose

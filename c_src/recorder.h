@@ -26,6 +26,7 @@
 
 #include "config.h"
 #include "hooklist.h"
+#include "platform.h"
 #include "stack.h"
 #include "table.h"
 
@@ -133,6 +134,29 @@ static inline int mt_alloc_skip(void *p, size_t size)
 static inline void mt_alloc_done(void *p, size_t size, const struct mt_site *site)
 {
     if (!mt_alloc_skip(p, size)) mt_alloc_slow(p, size, site);
+}
+
+/* The bytes of glibc's block at p the program may use: its chunk less the header, and for a chunk
+ * in a heap, plus the next chunk's first word. */
+static inline size_t mt_usable(const void *p)
+{
+    size_t head = ((const size_t *)p)[-1];
+    return (head & ~(size_t)MT_CHUNK_FLAGS) - (head & MT_CHUNK_MMAPPED ? MT_CHUNK_HDR : 8);
+}
+
+/* After the real allocation, before the program has the block: zeroes its bytes from `from` (what
+ * a realloc kept) to its usable end, at most MTRACE_CLEAR of them. What a chunk held before (a
+ * freed block's pointers, glibc's own links) would otherwise read to the mark as the program's
+ * words, in bytes the program has not written yet or never will (a struct's padding, a sockaddr's
+ * unused tail): the conservative mark would keep whatever they point to. mmapped chunks come
+ * zeroed from the kernel. NULL: nothing. Never allocates; errno untouched. */
+static inline void mt_clear(void *p, size_t from)
+{
+    if (!p || !mt_config.clear || (((const size_t *)p)[-1] & MT_CHUNK_MMAPPED)) return;
+    size_t usable = mt_usable(p);
+    if (from >= usable) return;
+    size_t n = usable - from;
+    __builtin_memset((char *)p + from, 0, n < mt_config.clear ? n : mt_config.clear);
 }
 
 /* mt_forget when reports keep totals (account.h), or p is NULL. */

@@ -52,4 +52,53 @@ defmodule Mtrace.GlibcSemanticsTest do
       end
     end
   end
+
+  # t_cleared: the bytes of a new block past those the call wrote, over a chunk left written over
+  # and freed, for each function that hands out a block glibc does not clear. glibc gives them
+  # back as they were (the scenario is real); under the preload they are zero, where the mark
+  # would read them as the program's words, up to MTRACE_CLEAR bytes (4096 unless sampling).
+  test "a new block holds nothing of its chunk's past under the preload, MTRACE_CLEAR bytes at most" do
+    not_zero = fn extra ->
+      {out, status} = run("t_cleared", extra)
+      assert status == 0, out
+
+      for [_, label, n | first] <-
+            Regex.scan(~r/^(.+): (\d+) of \d+ bytes not zero(?:, the first at (\d+))?$/m, out),
+          into: %{},
+          do: {label, {String.to_integer(n), first}}
+    end
+
+    all_kept = fn seen -> assert Enum.all?(seen, fn {_, {n, _}} -> n > 0 end), inspect(seen) end
+
+    # Cleared up to the cap: malloc(20000)'s bytes from 4096 on are not (pvalloc(2000)'s last 8
+    # bytes either: it has a page and a word).
+    cleared = fn seen ->
+      assert {_, ["4096"]} = seen["malloc(20000)"]
+
+      assert Enum.all?(seen, fn {_, {n, first}} -> n == 0 or first == ["4096"] end),
+             inspect(seen)
+    end
+
+    plain = not_zero.([])
+    assert map_size(plain) == 11
+    all_kept.(plain)
+
+    so = {"LD_PRELOAD", mtrace_so()}
+    traced = not_zero.([so])
+    assert Map.keys(traced) == Map.keys(plain)
+    cleared.(traced)
+    all_kept.(not_zero.([so, {"MTRACE_CLEAR", "0"}]))
+    all_kept.(not_zero.([so, {"MTRACE_SAMPLE", "524288"}]))
+    cleared.(not_zero.([so, {"MTRACE_SAMPLE", "524288"}, {"MTRACE_CLEAR", "4096"}]))
+
+    # 64 bytes: a block cleared from its start is cleared up to there, and a string's few bytes
+    # past its NUL whole.
+    capped = not_zero.([so, {"MTRACE_CLEAR", "64"}])
+
+    for {label, {_, first}} <- capped,
+        not String.starts_with?(label, ["realloc", "str"]),
+        do: assert(first == ["64"], "#{label}: #{inspect(capped)}")
+
+    for {"str" <> _ = label, {n, _}} <- capped, do: assert(n == 0, label)
+  end
 end

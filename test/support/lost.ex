@@ -26,6 +26,7 @@ defmodule Mtrace.Test.Lost do
   def lose_in_fun(_size), do: :erlang.nif_error(:not_loaded)
   def lose_in_atom(_size), do: :erlang.nif_error(:not_loaded)
   def lose_in_dead_thread(_size), do: :erlang.nif_error(:not_loaded)
+  def lose_in_unwritten(_size), do: :erlang.nif_error(:not_loaded)
   def lose_in_sleeping_frames(_size), do: :erlang.nif_error(:not_loaded)
   def dead_stack_holds(_masked), do: :erlang.nif_error(:not_loaded)
   def binary_bytes(_binary), do: :erlang.nif_error(:not_loaded)

@@ -818,6 +818,34 @@ static ERL_NIF_TERM lose_in_binary27(ErlNifEnv *env, int argc, const ERL_NIF_TER
     return lose_by(env, argv, make_in_binary27);
 }
 
+/* lose_in_unwritten(size): a block of size bytes whose address only the unwritten bytes of a kept
+ * block hold: a block of 824 bytes that held it at byte 392 is freed, and the next one of that
+ * size, which malloc makes in the same chunk, is kept in a static with only its first word
+ * written (OTP 27's inet driver leaves a socket's unused sockaddr bytes so). Returns the address
+ * xor MASK. */
+static void *unwritten_kept[16];
+static unsigned unwritten_n;
+
+static void make_in_unwritten(void *arg)
+{
+    struct in_vm *v = arg;
+    if (unwritten_n == 16) return;
+    uintptr_t p = (uintptr_t)masked_block(v->size);
+    volatile uintptr_t *before = malloc(824);
+    before[392 / sizeof p] = p;
+    free((void *)before);
+    uintptr_t *kept = malloc(824);
+    kept[0] = 1;
+    unwritten_kept[unwritten_n++] = kept;
+    v->masked = (uint64_t)p ^ MASK;
+}
+
+static ERL_NIF_TERM lose_in_unwritten(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    return lose_by(env, argv, make_in_unwritten);
+}
+
 /* lose_in_dead_thread(size): a block of size bytes whose address only a thread's stack held, the
  * thread since exited and joined (glibc keeps its stack for the next thread it makes). Returns the
  * address xor MASK. */
@@ -1450,6 +1478,7 @@ static ErlNifFunc funcs[] = {
     {"lose_in_fun", 1, lose_in_fun, 0},
     {"lose_in_atom", 1, lose_in_atom, 0},
     {"lose_in_dead_thread", 1, lose_in_dead_thread, 0},
+    {"lose_in_unwritten", 1, lose_in_unwritten, 0},
     {"lose_in_sleeping_frames", 1, lose_in_sleeping_frames, 0},
     {"dead_stack_holds", 1, dead_stack_holds, 0},
     {"binary_bytes", 1, binary_bytes, 0},
