@@ -36,6 +36,13 @@ static void show_past(const char *label, const void *p, size_t from)
         printf("%s: 0 of %zu bytes not zero\n", label, usable - from);
 }
 
+/* The block `call` returns over a dirty chunk of `bytes`, from its first byte. */
+#define OVER_DIRTY(bytes, label, call)                                                             \
+    do {                                                                                           \
+        dirty(bytes);                                                                              \
+        show_past(label, call, 0);                                                                 \
+    } while (0)
+
 int main(void)
 {
     char *p, *q;
@@ -54,13 +61,8 @@ int main(void)
     expect(q == p, "realloc(p, 1500) grew in place");
     show_past("realloc(p, 1500), in place", q, 100);
 
-    dirty(824);
-    p = malloc(opaque(824));
-    show_past("malloc(824)", p, 0);
-
-    dirty(60000);
-    p = malloc(opaque(20000));
-    show_past("malloc(20000)", p, 0);
+    OVER_DIRTY(824, "malloc(824)", malloc(opaque(824)));
+    OVER_DIRTY(60000, "malloc(20000)", malloc(opaque(20000)));
 
     /* realloc that moves: p cannot grow where it is (its neighbour is in use), and the request
      * fits the dirty chunk exactly. */
@@ -74,25 +76,12 @@ int main(void)
     expect(q[0] == 7 && q[99] == 7, "realloc kept the first 100 bytes");
     (void)neighbour;
 
-    dirty(60000);
-    p = memalign(opaque(64), opaque(2000));
-    show_past("memalign(64, 2000)", p, 0);
-
-    dirty(60000);
-    expect(posix_memalign(&v, opaque(256), opaque(2000)) == 0, "posix_memalign");
-    show_past("posix_memalign(256, 2000)", v, 0);
-
-    dirty(60000);
-    p = aligned_alloc(opaque(128), opaque(2048));
-    show_past("aligned_alloc(128, 2048)", p, 0);
-
-    dirty(60000);
-    p = valloc(opaque(2000));
-    show_past("valloc(2000)", p, 0);
-
-    dirty(60000);
-    p = pvalloc(opaque(2000));
-    show_past("pvalloc(2000)", p, 0);
+    OVER_DIRTY(60000, "memalign(64, 2000)", memalign(opaque(64), opaque(2000)));
+    OVER_DIRTY(60000, "posix_memalign(256, 2000)",
+               posix_memalign(&v, opaque(256), opaque(2000)) == 0 ? v : NULL);
+    OVER_DIRTY(60000, "aligned_alloc(128, 2048)", aligned_alloc(opaque(128), opaque(2048)));
+    OVER_DIRTY(60000, "valloc(2000)", valloc(opaque(2000)));
+    OVER_DIRTY(60000, "pvalloc(2000)", pvalloc(opaque(2000)));
 
     dirty(20);
     p = strdup("hello");
