@@ -17,7 +17,7 @@ struct mt_config mt_config = {
     .depth = 20,
     .stacks = 65536,
     .unwind = MT_UNWIND_LIBUNWIND,
-    .clear = MT_CLEAR_UNSET,
+    .clear = 4096,
     .csv_age = 60,
     .csv_period = 10,
 };
@@ -261,6 +261,9 @@ void mt_config_load(void)
     mt_config.lanes = cpu_lanes();
     for (size_t i = 0; i < COUNT(mt_options); i++) {
         const struct mt_option *o = &mt_options[i];
+        /* Sampling is chosen for its price, which clearing would more than double: MTRACE_CLEAR's
+         * default follows MTRACE_SAMPLE, which the table lists before it. */
+        if (o->number == &mt_config.clear) mt_config.clear = mt_config.sample ? 0 : 4096;
         const char *s = lookup(o->name);
         if (!s || (o->secure && refused(o->name, s))) continue;
         switch (o->kind) {
@@ -280,8 +283,6 @@ void mt_config_load(void)
         }
     }
     mt_config.account = mt_config.report || mt_config.report_signal;
-    /* Sampling is chosen for its price, which clearing would more than double. */
-    if (mt_config.clear == MT_CLEAR_UNSET) mt_config.clear = mt_config.sample ? 0 : 4096;
     mt_config.slots = (mt_config.slots + 15) / 16 * 16;
     mt_config.slots_max = (mt_config.slots_max + 15) / 16 * 16;
     /* A start above the cap is a fixed table of that size: the start was asked for by name. */

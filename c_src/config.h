@@ -18,7 +18,6 @@
 #define MTRACE_CONFIG_H
 
 #include <stddef.h>
-#include <stdint.h>
 
 enum mt_unwind { MT_UNWIND_LIBUNWIND, MT_UNWIND_FP, MT_UNWIND_ERLANG };
 enum mt_fork { MT_FORK_REPORT, MT_FORK_NONE }; /* what forked children do about reports */
@@ -50,7 +49,6 @@ struct mt_config {
 };
 
 #define MT_DEPTH_MAX 128
-#define MT_CLEAR_UNSET SIZE_MAX /* MTRACE_CLEAR before the load: 4096, or 0 when sampling */
 
 extern struct mt_config mt_config;
 

@@ -900,7 +900,7 @@ static ERL_NIF_TERM frames(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     return result;
 }
 
-#define STAT_KEYS (MT_KINDS + 37)
+#define STAT_KEYS (MT_KINDS + 38)
 
 /* The live heap the records stand for: their sizes, or with sampling their weights. */
 struct live {
@@ -964,6 +964,7 @@ static ERL_NIF_TERM stats(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     PUT("estimated", active && mt_config.sample ? atom_true : atom_false);
     PUT_U("sample_bytes", active ? mt_config.sample : 0);
     PUT_U("sampled", s.sampled);
+    PUT_U("clear_bytes", active ? mt_config.clear : 0);
     PUT_U("dropped", s.dropped);
     PUT_U("depth", mt_config.depth);
     /* For stats/0's erlang_frames, which the Elixir side derives and removes; looked at only in

@@ -115,7 +115,8 @@ defmodule Mtrace do
           | {:blocks, boolean()}
           | block_filter()
   @type attach_option ::
-          {:slots | :slots_max | :lanes | :depth | :stacks | :sample, non_neg_integer() | nil}
+          {:slots | :slots_max | :lanes | :depth | :stacks | :sample | :clear,
+           non_neg_integer() | nil}
           | {:unwind, :libunwind | :fp | :erlang | nil}
 
   @doc """
@@ -1042,6 +1043,8 @@ defmodule Mtrace do
       two recorded allocations (0: every allocation is recorded), and how many were chosen.
       `olds/2` then lists sampled blocks only; a block of `s` bytes is sampled with probability
       `1 - exp(-s / sample_bytes)`, so blocks much larger than the interval are all seen.
+    * `:clear_bytes` - `MTRACE_CLEAR`: the most bytes of each new block zeroed before the program
+      has it, so that what its chunk held before reads to `leaks/1` as no pointer (0: none).
     * `:dropped` - allocations not recorded because their part of the table was full, which happens
       only once it has grown to `:slots_max`.
     * `:stacks`, `:stack_bytes`, `:stacks_dropped` - distinct stacks interned, their memory, and
@@ -1172,6 +1175,8 @@ defmodule Mtrace do
     * `:depth`, `:stacks` - `MTRACE_DEPTH`, `MTRACE_STACKS`.
     * `:unwind` - `:libunwind`, `:fp` or `:erlang` (`MTRACE_UNWIND`).
     * `:sample` - `MTRACE_SAMPLE`, bytes between two recorded allocations.
+    * `:clear` - `MTRACE_CLEAR`, the most bytes of each new block zeroed (blocks made before the
+      attach keep what their chunks held).
 
   Reports (`MTRACE_REPORT`, `MTRACE_CSV`, ...) are for preloaded programs only.
 

@@ -128,15 +128,16 @@ defmodule Mtrace.AttachTest do
       node_result(
         """
         bad = try do Mtrace.attach(depth: -1) rescue e in ArgumentError -> e.message end
-        :ok = Mtrace.attach(depth: 4, unwind: :fp)
+        :ok = Mtrace.attach(depth: 4, unwind: :fp, clear: 256)
         %{bad: bad, depth: Mtrace.stats().depth, unwind: Mtrace.stats().unwind,
+          clear: Mtrace.stats().clear_bytes,
           env: System.get_env("MTRACE_DEPTH"), second: (Mtrace.detach(); Mtrace.attach(depth: 9))}
         """,
         []
       )
 
     assert r.bad =~ "Mtrace.attach/1: depth must be a whole number"
-    assert r.depth == 4 and r.unwind == :fp
+    assert r.depth == 4 and r.unwind == :fp and r.clear == 256
     assert r.env == nil
     assert {:error, "the recording's options are fixed" <> _} = r.second
   end

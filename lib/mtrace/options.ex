@@ -20,6 +20,9 @@ defmodule Mtrace.Options do
   # what a stack is, never by a block's size or age.
   @by_stack [:library, :function, :erlang]
 
+  # attach's numeric MTRACE_* variables, lowercase, without the prefix.
+  @numbers [:slots, :slots_max, :lanes, :depth, :stacks, :sample, :clear]
+
   @defaults %{
     olds: [demangle: false] ++ @filters,
     leaks:
@@ -37,7 +40,7 @@ defmodule Mtrace.Options do
     render: [threshold: nil, title: nil],
     # The recording's MTRACE_* variables (lowercase, without the prefix); nil: the variable's own
     # value, or the library's default.
-    attach: Enum.map(~w(slots slots_max lanes depth stacks unwind sample)a, &{&1, nil})
+    attach: Enum.map([:unwind | @numbers], &{&1, nil})
   }
 
   @doc """
@@ -211,7 +214,7 @@ defmodule Mtrace.Options do
   defp check!(_name, :since, nil), do: nil
 
   defp check!(_name, key, value)
-       when key in [:slots, :slots_max, :lanes, :depth, :stacks, :sample] and
+       when key in @numbers and
               (is_nil(value) or (is_integer(value) and value >= 0 and value <= @max_u64)),
        do: value
 
@@ -267,7 +270,7 @@ defmodule Mtrace.Options do
         :unwind ->
           ":libunwind, :fp, :erlang or nil"
 
-        k when k in [:slots, :slots_max, :lanes, :depth, :stacks, :sample] ->
+        k when k in @numbers ->
           "a whole number or nil"
 
         _ ->
