@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include <malloc.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -1136,6 +1137,61 @@ static ERL_NIF_TERM scrub(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     return atom_ok;
 }
 
+/* scrub_dirty_cpu(round, n), scrub_dirty_io(round, n) -> ok: the calling dirty scheduler's stack
+ * zeroed as scrub's, once n calls of the same round are in at once, or after 100 ms. No process
+ * can be bound to a dirty scheduler, but calls that wait for one another each hold one of their
+ * own: n calls, n being how many schedulers there are of the kind, reach every one that is free.
+ * A later round takes the gate over; the calls of the earlier one go on. */
+struct gate {
+    pthread_mutex_t lock;
+    pthread_cond_t in;
+    uint64_t round;
+    unsigned calls;
+};
+
+static struct gate cpu_gate = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+static struct gate io_gate = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+
+static ERL_NIF_TERM scrub_at(ErlNifEnv *env, const ERL_NIF_TERM argv[], struct gate *g)
+{
+    ErlNifUInt64 round;
+    unsigned n;
+    if (!enif_get_uint64(env, argv[0], &round) || !enif_get_uint(env, argv[1], &n))
+        return enif_make_badarg(env);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += 100000000;
+    if (until.tv_nsec >= 1000000000) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000;
+    }
+    pthread_mutex_lock(&g->lock);
+    if (g->round != round) {
+        g->round = round;
+        g->calls = 0;
+    }
+    g->calls++;
+    pthread_cond_broadcast(&g->in);
+    while (g->round == round && g->calls < n &&
+           pthread_cond_timedwait(&g->in, &g->lock, &until) == 0)
+        ;
+    pthread_mutex_unlock(&g->lock);
+    mt_reach_scrub();
+    return atom_ok;
+}
+
+static ERL_NIF_TERM scrub_dirty_cpu(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    return scrub_at(env, argv, &cpu_gate);
+}
+
+static ERL_NIF_TERM scrub_dirty_io(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    return scrub_at(env, argv, &io_gate);
+}
+
 /* A reader's frames hold the addresses of blocks (its snapshot's, its mark's): once it has made
  * its answer, the dirty scheduler's stack below it is zeroed, so that a mark made from another
  * dirty scheduler does not find them there, in the frames this one sleeps in. */
@@ -1168,6 +1224,8 @@ static ErlNifFunc funcs[] = {
     {"whys_nif", 1, whys_scrubbed, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"heaps_learn_nif", 3, heaps_learn, 0},
     {"scrub_nif", 1, scrub, 0},
+    {"scrub_dirty_cpu_nif", 2, scrub_dirty_cpu, ERL_NIF_DIRTY_JOB_CPU_BOUND},
+    {"scrub_dirty_io_nif", 2, scrub_dirty_io, ERL_NIF_DIRTY_JOB_IO_BOUND},
 };
 
 ERL_NIF_INIT(Elixir.Mtrace.Nif, funcs, load, NULL, upgrade, NULL)

@@ -18,6 +18,7 @@
 #pragma weak enif_get_list_length
 #pragma weak enif_get_local_pid
 #pragma weak enif_get_tuple
+#pragma weak enif_get_uint
 #pragma weak enif_get_ulong
 #pragma weak enif_inspect_binary
 #pragma weak enif_is_binary

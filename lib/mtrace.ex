@@ -486,18 +486,33 @@ defmodule Mtrace do
   # freed and its memory given to a block lost since. Each scheduler, in a process bound to it,
   # builds a small binary (on that process's heap: the pointer then leads there) and runs
   # scrub_nif/1, and then lays its sleeping frames over zeros. spawn_opt takes {:scheduler, id}
-  # without documenting it: where it is refused, nothing is scrubbed.
+  # without documenting it: where it is refused, nothing is scrubbed. A user's dirty NIF leaves its
+  # words on a dirty scheduler's stack alike: as many calls as there are dirty schedulers of each
+  # kind meet in a NIF that then zeroes its stack, each on a scheduler of its own.
   defp scrub_schedulers do
     asker = self()
 
-    refs =
+    bound =
       for id <- 1..:erlang.system_info(:schedulers_online),
           ref = make_ref(),
           scrub = fn -> send(asker, {:scrubbed, ref, Nif.scrub_nif(<<id::64, id::64>>)}) end,
           match?({:ok, _}, bound_spawn(scrub, id)),
           do: ref
 
-    await(refs, 1_000)
+    dirty =
+      for {kind, scrub} <- [
+            dirty_cpu_schedulers_online: &Nif.scrub_dirty_cpu_nif/2,
+            dirty_io_schedulers: &Nif.scrub_dirty_io_nif/2
+          ],
+          n = :erlang.system_info(kind),
+          round = :erlang.unique_integer([:positive]),
+          _ <- 1..n//1 do
+        ref = make_ref()
+        spawn(fn -> send(asker, {:scrubbed, ref, scrub.(round, n)}) end)
+        ref
+      end
+
+    await(bound ++ dirty, 1_000)
   end
 
   defp bound_spawn(fun, scheduler) do

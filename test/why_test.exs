@@ -568,6 +568,31 @@ defmodule Mtrace.WhyTest do
     end)
   end
 
+  test "a dirty scheduler's stack below the frames it sleeps in keeps nothing" do
+    # lose_in_dirty_frames/2, called at once on every dirty CPU scheduler (each call waits for the
+    # others, so each has one of its own): the only words that held each block lie in the 32 KiB
+    # of that scheduler's stack below the NIF's frame, as a user's dirty NIF leaves them. No
+    # process can be bound to a dirty scheduler: before each mark, as many calls as there are
+    # dirty schedulers of each kind wait for one another in a NIF that then zeroes its stack (as
+    # scrub_nif/1 does). Once the mark is made, dirty_frames_hold/1 finds no copy left there.
+    all_found_in_a_node(fn ->
+      {lost, holding} =
+        in_node("""
+        n = :erlang.system_info(:dirty_cpu_schedulers_online)
+        me = self()
+        for _ <- 1..n, do: spawn(fn -> send(me, {:lost, Lost.lose_in_dirty_frames(48, n)}) end)
+        masked = for _ <- 1..n, do: receive(do: ({:lost, x} -> x))
+        found = for s <- Mtrace.leaks(blocks: true, min_age: 0), do: Bitwise.bxor(s.address, m)
+        holding = Enum.map(masked, &Lost.dirty_frames_hold/1)
+        {Enum.count(masked, &(&1 in found)) == n, holding}
+        """)
+
+      assert Enum.all?(holding, &(&1 == 0)), inspect(holding)
+      # all_found_in_a_node wants 3 found.
+      {if(lost, do: 3, else: 0), holding}
+    end)
+  end
+
   test "the JIT's pointer into the last binary a scheduler built keeps nothing" do
     # In a process bound to each scheduler (+MBe false: binaries are malloc's blocks), a 308-byte
     # binary is built and dropped, a collection frees it, and lose_over/1 makes a block over its

@@ -71,6 +71,13 @@ defmodule Mtrace.Nif do
   @spec scrub_nif(binary()) :: :ok
   def scrub_nif(_built), do: :erlang.nif_error(:not_loaded)
 
+  # The same on a dirty scheduler, once `n` calls of `round` are in at once (or after 100 ms):
+  # n calls, one per dirty scheduler of the kind, reach each of them (nif.c).
+  @spec scrub_dirty_cpu_nif(pos_integer(), pos_integer()) :: :ok
+  def scrub_dirty_cpu_nif(_round, _n), do: :erlang.nif_error(:not_loaded)
+  @spec scrub_dirty_io_nif(pos_integer(), pos_integer()) :: :ok
+  def scrub_dirty_io_nif(_round, _n), do: :erlang.nif_error(:not_loaded)
+
   @spec stats_nif() :: map()
   def stats_nif, do: :erlang.nif_error(:not_loaded)
 

@@ -29,6 +29,8 @@ defmodule Mtrace.Test.Lost do
   def lose_in_unwritten(_size), do: :erlang.nif_error(:not_loaded)
   def lose_in_sleeping_frames(_size), do: :erlang.nif_error(:not_loaded)
   def dead_stack_holds(_masked), do: :erlang.nif_error(:not_loaded)
+  def lose_in_dirty_frames(_size, _n), do: :erlang.nif_error(:not_loaded)
+  def dirty_frames_hold(_masked), do: :erlang.nif_error(:not_loaded)
   def binary_bytes(_binary), do: :erlang.nif_error(:not_loaded)
   def lose_over(_bytes), do: :erlang.nif_error(:not_loaded)
   def lose_in_heap(_size), do: :erlang.nif_error(:not_loaded)

@@ -883,13 +883,19 @@ static ERL_NIF_TERM lose_in_sleeping_frames(ErlNifEnv *env, int argc, const ERL_
     return enif_make_uint64(env, (uint64_t)p ^ MASK);
 }
 
+/* How many words of the 32 KiB below top hold want. */
+static unsigned words_below_equal(const volatile uintptr_t *top, uintptr_t want)
+{
+    unsigned n = 0;
+    for (const volatile uintptr_t *w = top - 4096; w < top - 64; w++)
+        n += *w == want;
+    return n;
+}
+
 NAMED static unsigned dead_words_equal(uintptr_t want)
 {
     volatile uintptr_t here = 0;
-    unsigned n = 0;
-    for (const volatile uintptr_t *w = &here - 4096; w < &here - 64; w++)
-        n += *w == want;
-    return n + (unsigned)here;
+    return words_below_equal(&here, want) + (unsigned)here;
 }
 
 static ERL_NIF_TERM dead_stack_holds(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
@@ -898,6 +904,51 @@ static ERL_NIF_TERM dead_stack_holds(ErlNifEnv *env, int argc, const ERL_NIF_TER
     (void)argc;
     if (!enif_get_uint64(env, argv[0], &masked)) return enif_make_badarg(env);
     return enif_make_uint(env, dead_words_equal((uintptr_t)(masked ^ MASK)));
+}
+
+/* lose_in_dirty_frames(size, n): lose_in_sleeping_frames on a dirty CPU scheduler, returned from
+ * once n calls are in it at once, each on a dirty scheduler of its own (so n of them cover every
+ * one), the place of its frame noted. dirty_frames_hold(masked): how many words of the 32 KiB
+ * below the frames of those calls, in the dirty schedulers' stacks, hold the address. */
+static pthread_mutex_t dirty_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t dirty_arrived = PTHREAD_COND_INITIALIZER;
+static unsigned dirty_calls;
+static const volatile uintptr_t *dirty_tops[16];
+
+static ERL_NIF_TERM lose_in_dirty_frames(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    unsigned size, n;
+    volatile uintptr_t here = 0;
+    (void)argc;
+    if (!enif_get_uint(env, argv[0], &size) || !enif_get_uint(env, argv[1], &n) || n == 0)
+        return enif_make_badarg(env);
+    uintptr_t p = (uintptr_t)masked_block(size);
+    if (spray(p) != 0) return enif_make_badarg(env);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 5;
+    pthread_mutex_lock(&dirty_lock);
+    unsigned mine = dirty_calls++;
+    dirty_tops[mine % 16] = &here;
+    pthread_cond_broadcast(&dirty_arrived);
+    while (dirty_calls < (mine / n + 1) * n &&
+           pthread_cond_timedwait(&dirty_arrived, &dirty_lock, &until) == 0)
+        ;
+    pthread_mutex_unlock(&dirty_lock);
+    return enif_make_uint64(env, ((uint64_t)p ^ MASK) + here);
+}
+
+static ERL_NIF_TERM dirty_frames_hold(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    ErlNifUInt64 masked;
+    unsigned n = 0;
+    (void)argc;
+    if (!enif_get_uint64(env, argv[0], &masked)) return enif_make_badarg(env);
+    pthread_mutex_lock(&dirty_lock);
+    for (unsigned i = 0; i < 16 && i < dirty_calls; i++)
+        n += words_below_equal(dirty_tops[i], (uintptr_t)(masked ^ MASK));
+    pthread_mutex_unlock(&dirty_lock);
+    return enif_make_uint(env, n);
 }
 
 /* binary_bytes(binary): the address of a binary's bytes. lose_over(bytes): a block of 336 bytes
@@ -1481,6 +1532,8 @@ static ErlNifFunc funcs[] = {
     {"lose_in_unwritten", 1, lose_in_unwritten, 0},
     {"lose_in_sleeping_frames", 1, lose_in_sleeping_frames, 0},
     {"dead_stack_holds", 1, dead_stack_holds, 0},
+    {"lose_in_dirty_frames", 2, lose_in_dirty_frames, ERL_NIF_DIRTY_JOB_CPU_BOUND},
+    {"dirty_frames_hold", 1, dirty_frames_hold, 0},
     {"binary_bytes", 1, binary_bytes, 0},
     {"lose_over", 1, lose_over, 0},
     {"lose_in_heap", 1, lose_in_heap, 0},
