@@ -24,8 +24,8 @@ END {
     title["olds"] = "Mtrace.olds(100, true): cold (first call, symbol tables read) and warm"
     title["top"] = "Mtrace.top(100), with file:line: cold (first call, symbol tables and DWARF " \
         "read) and warm"
-    title["leaks"] = "Mtrace.leaks_info/1, default table, 64-byte blocks: the whole call, and " \
-        "the pause of the other threads"
+    title["leaks"] = "Mtrace.leaks_info/1, heap/0 and why/2, default table, 64-byte blocks: " \
+        "the whole call, and the pause of the other threads"
     title["growth"] = "growth: blocks leaked by mbench, never freed; median over rounds (ratio to " \
         "untraced, same round)"
     for (i = 1; i <= nsec; i++) {
