@@ -583,16 +583,23 @@ static void drain(struct ctx *c)
         size_t at = 0, j = 0;
         for (; j < k && at + local[j].iov_len <= got; at += local[j++].iov_len) {
             c->self = idx[j];
-            if (local[j].iov_len >= MT_CARRIER_SMALL)
+            /* A block may be one of the VM's carriers: an allocator's first one comes from
+             * malloc (sys_alloc), and is read as a block, with the rules of a mapped one. */
+            const uintptr_t *head = local[j].iov_base;
+            if (local[j].iov_len >= MT_CARRIER_SMALL) {
                 c->r->vm_free_bytes +=
                     mt_layout_carrier_free(local[j].iov_base, local[j].iov_len / sizeof(uintptr_t),
                                            (uintptr_t)remote[j].iov_base);
+                if (vm_carrier(head, local[j].iov_len))
+                    c->untag = untag_of(c, head[3] & ~(uintptr_t)7);
+            }
             mt_beam_gaps_clear(&c->gaps, local[j].iov_base, local[j].iov_len,
                                (uintptr_t)remote[j].iov_base, &c->r->left);
             size_t first, end = mt_layout_pointer_range(local[j].iov_base, local[j].iov_len,
                                                         (uintptr_t)remote[j].iov_base, &first);
             scan_words(c, (const char *)local[j].iov_base + first, end - first,
                        (uintptr_t)remote[j].iov_base + first);
+            c->untag = 0;
             c->r->block_bytes += local[j].iov_len;
         }
         c->self = MT_SNAPSHOT_NONE;

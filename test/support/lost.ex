@@ -16,6 +16,7 @@ defmodule Mtrace.Test.Lost do
   def lose_in_merged_heap(_size), do: :erlang.nif_error(:not_loaded)
   def lose_in_released_carrier(_size), do: :erlang.nif_error(:not_loaded)
   def lose_in_terms_carrier(_size), do: :erlang.nif_error(:not_loaded)
+  def lose_in_terms_block(_size), do: :erlang.nif_error(:not_loaded)
   def lose_in_sub_bits(_size), do: :erlang.nif_error(:not_loaded)
   def lose_in_bin_ref(_size), do: :erlang.nif_error(:not_loaded)
   def lose_on_4g(_size), do: :erlang.nif_error(:not_loaded)

@@ -305,14 +305,31 @@ struct in_terms {
 static const char terms_carrier_name[] = "eheap_";
 static const char *const terms_carrier_allocator[] = {terms_carrier_name};
 
-static void make_in_terms_carrier(void *arg)
+/* The two carriers' memory: a mapping of their own, or (in_block) malloc blocks that a static
+ * keeps, as an allocator keeps its first carrier, which the VM takes from malloc (sys_alloc). */
+static void *terms_blocks[32];
+static unsigned terms_blocks_n;
+
+static void make_terms_carriers(struct in_terms *v, int in_block)
 {
-    struct in_terms *v = arg;
     const size_t words = VM_CARRIER / sizeof(uintptr_t);
-    char *m =
-        mmap(NULL, 2 * VM_CARRIER, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED) return;
-    uintptr_t *terms = (uintptr_t *)m, *other = (uintptr_t *)(m + VM_CARRIER);
+    uintptr_t *terms, *other;
+    if (in_block) {
+        if (terms_blocks_n + 2 > 32 ||
+            posix_memalign(&terms_blocks[terms_blocks_n], 4096, VM_CARRIER) != 0 ||
+            posix_memalign(&terms_blocks[terms_blocks_n + 1], 4096, VM_CARRIER) != 0)
+            return;
+        terms = terms_blocks[terms_blocks_n++];
+        other = terms_blocks[terms_blocks_n++];
+        memset(terms, 0, VM_CARRIER);
+        memset(other, 0, VM_CARRIER);
+    } else {
+        char *m =
+            mmap(NULL, 2 * VM_CARRIER, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED) return;
+        terms = (uintptr_t *)m;
+        other = (uintptr_t *)(m + VM_CARRIER);
+    }
     uintptr_t lost = (uintptr_t)masked_block(v->size), kept = (uintptr_t)masked_block(v->size);
     uintptr_t kept_other = (uintptr_t)masked_block(v->size);
     terms[0] = other[0] = VM_CARRIER;
@@ -328,15 +345,38 @@ static void make_in_terms_carrier(void *arg)
     v->kept_other = (uint64_t)kept_other ^ MASK;
 }
 
-static ERL_NIF_TERM lose_in_terms_carrier(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+static void make_in_terms_carrier(void *arg)
+{
+    make_terms_carriers(arg, 0);
+}
+
+static void make_in_terms_block(void *arg)
+{
+    make_terms_carriers(arg, 1);
+}
+
+/* lose_in_terms_carrier(size), lose_in_terms_block(size): as above, the carriers mapped, or malloc
+ * blocks kept in a static. */
+static ERL_NIF_TERM lose_terms(ErlNifEnv *env, const ERL_NIF_TERM argv[], void (*make)(void *))
 {
     struct in_terms v = {0, 0, 0, 0};
-    (void)argc;
     if (!enif_get_uint(env, argv[0], &v.size)) return enif_make_badarg(env);
-    deep(make_in_terms_carrier, &v, DEPTH);
+    deep(make, &v, DEPTH);
     if (!v.lost) return enif_make_badarg(env);
     return enif_make_tuple3(env, enif_make_uint64(env, v.lost), enif_make_uint64(env, v.kept),
                             enif_make_uint64(env, v.kept_other));
+}
+
+static ERL_NIF_TERM lose_in_terms_carrier(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    return lose_terms(env, argv, make_in_terms_carrier);
+}
+
+static ERL_NIF_TERM lose_in_terms_block(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    return lose_terms(env, argv, make_in_terms_block);
 }
 
 static ERL_NIF_TERM lose_in_vm_carrier(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
@@ -1515,6 +1555,7 @@ static ErlNifFunc funcs[] = {
     {"lose_raw", 2, lose_raw, 0},
     {"lose_in_vm_free", 1, lose_in_vm_free, 0},
     {"lose_in_vm_carrier", 1, lose_in_vm_carrier, 0},
+    {"lose_in_terms_block", 1, lose_in_terms_block, 0},
     {"lose_in_port", 1, lose_in_port, 0},
     {"lose_in_merged_heap", 1, lose_in_merged_heap, 0},
     {"lose_in_released_carrier", 1, lose_in_released_carrier, 0},
