@@ -329,8 +329,10 @@ defmodule Mtrace.WhyTest do
          Mtrace.why(Bitwise.bxor(Enum.at(hd(made), 1), m))}
         """)
 
+      # Kept: by the carrier, or by a shorter chain (a stack word the NIF left).
       assert reported == 0
-      assert %Mtrace.Path{root: %{kind: :static}, links: [%{size: 65536}, %{size: 48}]} = why_kept
+      assert %Mtrace.Path{links: [_ | _] = links} = why_kept
+      assert List.last(links).size == 48
       {lost, why_kept}
     end)
   end
