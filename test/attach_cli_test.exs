@@ -51,6 +51,21 @@ defmodule Mtrace.AttachCliTest do
 
   defp mapped?(pid), do: File.read!("/proc/#{pid}/maps") =~ "mtrace.so"
 
+  # Whether a tracer (gdb) is attached to pid within ten seconds.
+  defp traced?(pid, tries \\ 100) do
+    cond do
+      File.read!("/proc/#{pid}/status") =~ ~r/TracerPid:\s+[1-9]/ ->
+        true
+
+      tries == 0 ->
+        false
+
+      true ->
+        Process.sleep(100)
+        traced?(pid, tries - 1)
+    end
+  end
+
   # A detached sleeper is runnable for a moment while its nanosleep restarts; back at rest
   # within two seconds is what "runs on untouched" means.
   defp asleep?(pid, tries \\ 20) do
@@ -186,9 +201,9 @@ defmodule Mtrace.AttachCliTest do
         System.find_executable("perl")
       )
 
-    # gdb must be waiting for malloc by then: at 1.5 s, in Debian 13's image beside the host's
-    # suite, the Ctrl-C once came early and ended bin/mtrace as it ends any program (130).
-    Process.sleep(4000)
+    # Once gdb traces the sleeper it waits for malloc. A Ctrl-C before then, while bin/mtrace
+    # still prepares, ends it as it ends any program (130), and the sleeper is never reached.
+    assert traced?(target)
     System.cmd("kill", ["-INT", "--", "-#{group}"])
     {out, 2} = finish(port)
     assert out =~ ~r/^mtrace: gave up on process #{target} \(interrupted\)/
