@@ -175,6 +175,20 @@ uintptr_t mt_layout_jit_descriptor(void)
     return (uintptr_t)dlsym(RTLD_DEFAULT, "__jit_debug_descriptor");
 }
 
+size_t mt_layout_jit_bits(const uintptr_t *w)
+{
+    uintptr_t area = w[8] >> 32;
+    /* the first test is what most words fail, and costs no division */
+    if (w[MT_JITB_USED + 1] - w[MT_JITB_USED] != area / 8 || !area || area % 64 ||
+        w[MT_JITB_USED] % sizeof *w || w[7] % area)
+        return 0;
+    uintptr_t unit = w[7] / area;
+    if (unit < 16 || unit > 65536 || (unit & (unit - 1))) return 0;
+    for (int k = 9; k <= 10; k++)
+        if ((uint32_t)w[k] > area || w[k] >> 32 > area) return 0;
+    return area / 8;
+}
+
 /* Whether p = {start, end, head, tail} is a vector of `entries` entries of `size` bytes at base,
  * its head and tail inside it on entry boundaries. */
 static int ioq_vector(const uintptr_t *p, uintptr_t base, size_t entries, size_t size)

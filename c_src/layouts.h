@@ -176,6 +176,21 @@ uintptr_t mt_layout_text_end(const uintptr_t *w, size_t k);
 #define MT_JIT_MAX 1000000
 uintptr_t mt_layout_jit_descriptor(void);
 
+/* asmjit's JitAllocatorBlock (asmjit 1.9, the BEAM's JIT in OTP 25), one for each block of JIT
+ * code: {tree and list links (4 words), pool, rx, rw, blockSize, flags | areaSize << 32, areaUsed
+ * | largestUnusedArea << 32, searchStart | searchEnd << 32, usedBitVector, stopBitVector}. Its two
+ * bit vectors, of areaSize bits each, are one malloc of twice areaSize / 8 bytes, which asmjit
+ * zeroes to that size: bits, never pointers, and the chunk's last word past them (glibc's
+ * rounding, read in a block without a record) keeps what the chunk held (one kept a lost buffer
+ * of bin/demo's attach, in a node of OTP 25, so). OTP 27's asmjit makes them part of the block's
+ * own malloc. mt_layout_jit_bits(): for the MT_JITB_WORDS words at w, the bytes of each vector
+ * (areaSize / 8) when they are such a block: areaSize a multiple of 64, blockSize areaSize
+ * units of a power of two from 16 to 64 KiB, the counts and the search range within the area,
+ * and stopBitVector that many bytes past usedBitVector; else 0. */
+#define MT_JITB_WORDS 13
+#define MT_JITB_USED 11 /* the word of usedBitVector, stopBitVector's after it */
+size_t mt_layout_jit_bits(const uintptr_t *w);
+
 /* An ERTS I/O queue (ErtsIOQueue: a port's output queue, OTP 25 to 27) with its vectors inline:
  * v_start, v_end, v_head, v_tail, five SysIOVecs {base, len}, then b_start, b_end, b_head,
  * b_tail and five binary pointers. The queue uses [head, tail) of each vector only: the other

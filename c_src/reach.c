@@ -161,6 +161,16 @@ static int next_chunk_header(const struct mt_record *r, uintptr_t w)
     return w != r->addr && w == r->addr - 16 + chunk;
 }
 
+/* Block i, in state from or from2, becomes target through the word at address at. */
+static void mark(struct ctx *c, size_t i, uintptr_t at)
+{
+    c->st[i] = c->target;
+    if (c->parent) {
+        c->parent[i] = c->self != MT_SNAPSHOT_NONE ? c->self : c->root;
+        c->via[i] = at;
+    }
+}
+
 /* w, the word at address at (for registers: the thread's index << 8 | the register's * 8). */
 static void consider(struct ctx *c, uintptr_t w, uintptr_t at)
 {
@@ -169,11 +179,7 @@ static void consider(struct ctx *c, uintptr_t w, uintptr_t at)
     if (i == MT_SNAPSHOT_NONE || i == c->self || (c->st[i] != c->from && c->st[i] != c->from2) ||
         next_chunk_header(&c->s->rec[i], w))
         return;
-    c->st[i] = c->target;
-    if (c->parent) {
-        c->parent[i] = c->self != MT_SNAPSHOT_NONE ? c->self : c->root;
-        c->via[i] = at;
-    }
+    mark(c, i, at);
     if (c->push) c->work[c->nwork++] = i;
 }
 
@@ -286,6 +292,20 @@ static int atom(struct ctx *c, const uintptr_t *w)
     return len && read_mem(c, w[4], len, name) == len && mt_layout_atom_named(w, name, len);
 }
 
+/* Whether w is asmjit's JitAllocatorBlock (layouts.h) whose bit vectors are a block of their own
+ * (at their request's size, or glibc's rounding past it): that block, which holds no pointer, is
+ * marked through the word at `at` and not read. */
+static int jit_bits(struct ctx *c, const uintptr_t *w, uintptr_t at)
+{
+    size_t bytes = mt_layout_jit_bits(w), i;
+    if (!bytes || (i = mt_snapshot_find(c->s, w[MT_JITB_USED])) == MT_SNAPSHOT_NONE ||
+        c->s->rec[i].addr != w[MT_JITB_USED] || c->s->rec[i].size < 2 * bytes ||
+        c->s->rec[i].size >= 2 * bytes + 16)
+        return 0;
+    if (i != c->self && (c->st[i] == c->from || c->st[i] == c->from2)) mark(c, i, at);
+    return 1;
+}
+
 /* The words of p, a copy of len bytes from address at. */
 static void scan_words(struct ctx *c, const void *p, size_t len, uintptr_t at)
 {
@@ -341,6 +361,11 @@ static void scan_words(struct ctx *c, const void *p, size_t len, uintptr_t at)
         }
         if (k >= 1 && w[k - 1] == MT_MREF_HEADER && dead_mref(c, w[k])) continue;
         if (c->vm && k >= 1 && w[k - 1] == MT_BINREF_HEADER && dead_binref(c, w[k])) continue;
+        if (k >= MT_JITB_USED && k + 1 < n &&
+            jit_bits(c, w + k - MT_JITB_USED, at + k * sizeof *w)) {
+            k++; /* the stop vector's pointer, into the same block */
+            continue;
+        }
         if (k >= 2 && mt_layout_matchstate(w + k - 2, n - (k - 2))) continue; /* its base */
         if (k >= 1 && mt_layout_subbits(w + k - 1, n - (k - 1))) continue;    /* its base */
         consider(c, w[k], at + k * sizeof *w);
@@ -810,21 +835,20 @@ static void mark_from_roots(struct ctx *c, uintptr_t own_lo, uintptr_t own_hi,
     c->target = MT_REACH_REACHABLE;
     c->push = 1;
     c->root = MT_REACH_MEMORY;
-    keep_jit(c);
-    scan_roots(c, own_lo, own_hi);
-    for (size_t i = 0; i < c->world->n; i++) {
-        const struct mt_world_thread *t = &c->world->t[i];
-        if (t->tid > 0 && t->stopped) {
-            scan_regs(c, t->regs, i);
-            keep(c, t->altstack, i);
-        }
-    }
-    c->hiding = c->hide != 0;
-    if (here) scan_regs(c, here, c->world->n);
-    c->hiding = 0;
+    /* before any word is read: a thread's stack may point to its own alternate signal stack
+     * (the BEAM's threads do), and a block marked so would be read */
+    for (size_t i = 0; i < c->world->n; i++)
+        if (c->world->t[i].tid > 0 && c->world->t[i].stopped) keep(c, c->world->t[i].altstack, i);
     stack_t alt;
     if (sigaltstack(NULL, &alt) == 0 && !(alt.ss_flags & SS_DISABLE))
         keep(c, (uintptr_t)alt.ss_sp, c->world->n);
+    keep_jit(c);
+    scan_roots(c, own_lo, own_hi);
+    for (size_t i = 0; i < c->world->n; i++)
+        if (c->world->t[i].tid > 0 && c->world->t[i].stopped) scan_regs(c, c->world->t[i].regs, i);
+    c->hiding = c->hide != 0;
+    if (here) scan_regs(c, here, c->world->n);
+    c->hiding = 0;
     drain(c);
 }
 

@@ -5,7 +5,9 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <erl_nif.h>
+#include <malloc.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -886,6 +888,52 @@ static ERL_NIF_TERM lose_in_unwritten(ErlNifEnv *env, int argc, const ERL_NIF_TE
     return lose_by(env, argv, make_in_unwritten);
 }
 
+/* lose_in_jit_bits(size): a block of size bytes whose address only the last word of a block
+ * without a record holds, past the bytes its program asked for: the two bit vectors of a block
+ * of asmjit's JIT code (layouts.h), 2 x 64 bytes that glibc rounds to 136, behind a
+ * JitAllocatorBlock that a static keeps. That word is written here as a chunk's earlier user
+ * would have left it. Returns the address xor MASK. */
+#define JIT_BLOCKS 16
+static uintptr_t *jit_blocks[JIT_BLOCKS];
+static unsigned jit_blocks_used;
+
+static void make_in_jit_bits(void *arg)
+{
+    struct in_vm *v = arg;
+    enum { AREA = 512, BYTES = AREA / 8 };
+    if (jit_blocks_used == JIT_BLOCKS) return;
+    uintptr_t *b = calloc(13, sizeof *b), *bits = __libc_malloc(2 * BYTES);
+    if (!b || !bits || malloc_usable_size(bits) != 2 * BYTES + sizeof *bits) return;
+    memset(bits, 0, 2 * BYTES);
+    uintptr_t p = (uintptr_t)masked_block(v->size);
+    bits[2 * BYTES / sizeof *bits] = p + 40;
+    b[7] = AREA * 64;                         /* blockSize: 64-byte units */
+    b[8] = 6 | (uintptr_t)AREA << 32;         /* flags, areaSize */
+    b[9] = 40 | (uintptr_t)(AREA - 40) << 32; /* areaUsed, largestUnusedArea */
+    b[10] = 40 | (uintptr_t)AREA << 32;       /* searchStart, searchEnd */
+    b[11] = (uintptr_t)bits;                  /* usedBitVector */
+    b[12] = (uintptr_t)bits + BYTES;          /* stopBitVector */
+    jit_blocks[jit_blocks_used++] = b;
+    v->masked = (uint64_t)p ^ MASK;
+}
+
+static ERL_NIF_TERM lose_in_jit_bits(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    return lose_by(env, argv, make_in_jit_bits);
+}
+
+/* jit_bits_blocks(): the addresses of the bit vectors lose_in_jit_bits/1 made, a list. */
+static ERL_NIF_TERM jit_bits_blocks(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    ERL_NIF_TERM list = enif_make_list(env, 0);
+    (void)argc;
+    (void)argv;
+    for (unsigned i = 0; i < jit_blocks_used; i++)
+        list = enif_make_list_cell(env, enif_make_uint64(env, jit_blocks[i][11]), list);
+    return list;
+}
+
 /* lose_in_dead_thread(size): a block of size bytes whose address only a thread's stack held, the
  * thread since exited and joined (glibc keeps its stack for the next thread it makes). Returns the
  * address xor MASK. */
@@ -906,6 +954,65 @@ static ERL_NIF_TERM lose_in_dead_thread(ErlNifEnv *env, int argc, const ERL_NIF_
         return enif_make_badarg(env);
     pthread_join(t, NULL);
     return enif_make_uint64(env, v.masked);
+}
+
+/* lose_in_altstack(size): a block of size bytes whose address only a thread's alternate signal
+ * stack holds, deep in it, as a handler that ran there left it (the top is where the next
+ * signal's frame goes: the stop's own, with the registers it saves); the thread, which sleeps
+ * on, keeps the stack's address in a local too, as the BEAM's threads do
+ * (sys_thread_init_signal_stack). Returns the address xor MASK. */
+static pthread_mutex_t altstack_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t altstack_set = PTHREAD_COND_INITIALIZER;
+
+struct altstack_job {
+    struct in_vm v;
+    uintptr_t *alt;
+    int done;
+};
+
+enum { ALTSTACK_SIZE = 16384 };
+
+/* deep down the thread's stack, so that no frame it sleeps in holds the address */
+static void fill_altstack(void *arg)
+{
+    struct altstack_job *j = arg;
+    uintptr_t p = (uintptr_t)masked_block(j->v.size);
+    j->alt[64] = p;
+    j->v.masked = (uint64_t)p ^ MASK;
+}
+
+static void *altstack_thread(void *arg)
+{
+    struct altstack_job *j = arg;
+    uintptr_t *volatile alt = calloc(1, ALTSTACK_SIZE);
+    stack_t ss = {.ss_sp = alt, .ss_size = ALTSTACK_SIZE};
+    if (alt && sigaltstack(&ss, NULL) == 0) {
+        j->alt = alt;
+        deep(fill_altstack, j, DEPTH);
+    }
+    pthread_mutex_lock(&altstack_lock);
+    j->done = 1;
+    pthread_cond_broadcast(&altstack_set);
+    pthread_mutex_unlock(&altstack_lock);
+    for (;;)
+        pause();
+    return NULL;
+}
+
+static ERL_NIF_TERM lose_in_altstack(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    struct altstack_job j = {{0, 0}, NULL, 0};
+    pthread_t t;
+    (void)argc;
+    if (!enif_get_uint(env, argv[0], &j.v.size) ||
+        pthread_create(&t, NULL, altstack_thread, &j) != 0)
+        return enif_make_badarg(env);
+    pthread_detach(t);
+    pthread_mutex_lock(&altstack_lock);
+    while (!j.done)
+        pthread_cond_wait(&altstack_set, &altstack_lock);
+    pthread_mutex_unlock(&altstack_lock);
+    return j.v.masked ? enif_make_uint64(env, j.v.masked) : enif_make_badarg(env);
 }
 
 /* lose_in_sleeping_frames(size): a block of size bytes whose address only the dead part of the
@@ -1571,6 +1678,9 @@ static ErlNifFunc funcs[] = {
     {"lose_in_atom", 1, lose_in_atom, 0},
     {"lose_in_dead_thread", 1, lose_in_dead_thread, 0},
     {"lose_in_unwritten", 1, lose_in_unwritten, 0},
+    {"lose_in_jit_bits", 1, lose_in_jit_bits, 0},
+    {"jit_bits_blocks", 0, jit_bits_blocks, 0},
+    {"lose_in_altstack", 1, lose_in_altstack, 0},
     {"lose_in_sleeping_frames", 1, lose_in_sleeping_frames, 0},
     {"dead_stack_holds", 1, dead_stack_holds, 0},
     {"lose_in_dirty_frames", 2, lose_in_dirty_frames, ERL_NIF_DIRTY_JOB_CPU_BOUND},
