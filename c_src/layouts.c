@@ -178,10 +178,7 @@ uintptr_t mt_layout_jit_descriptor(void)
 size_t mt_layout_jit_bits(const uintptr_t *w)
 {
     uintptr_t area = w[8] >> 32;
-    /* the first test is what most words fail, and costs no division */
-    if (w[MT_JITB_USED + 1] - w[MT_JITB_USED] != area / 8 || !area || area % 64 ||
-        w[MT_JITB_USED] % sizeof *w || w[7] % area)
-        return 0;
+    if (!MT_LAYOUT_JITB_MAY(w) || area % 64 || w[MT_JITB_USED] % sizeof *w || w[7] % area) return 0;
     uintptr_t unit = w[7] / area;
     if (unit < 16 || unit > 65536 || (unit & (unit - 1))) return 0;
     for (int k = 9; k <= 10; k++)

@@ -190,6 +190,10 @@ uintptr_t mt_layout_jit_descriptor(void);
 #define MT_JITB_WORDS 13
 #define MT_JITB_USED 11 /* the word of usedBitVector, stopBitVector's after it */
 size_t mt_layout_jit_bits(const uintptr_t *w);
+/* Whether the words at w can be one (an area of 64 bits or more, the vectors that far apart):
+ * the first tests, which most words fail (zeros too), inline. */
+#define MT_LAYOUT_JITB_MAY(w)                                                                      \
+    ((w)[8] >> 38 && (w)[MT_JITB_USED + 1] - (w)[MT_JITB_USED] == (w)[8] >> 35)
 
 /* An ERTS I/O queue (ErtsIOQueue: a port's output queue, OTP 25 to 27) with its vectors inline:
  * v_start, v_end, v_head, v_tail, five SysIOVecs {base, len}, then b_start, b_end, b_head,

@@ -361,7 +361,7 @@ static void scan_words(struct ctx *c, const void *p, size_t len, uintptr_t at)
         }
         if (k >= 1 && w[k - 1] == MT_MREF_HEADER && dead_mref(c, w[k])) continue;
         if (c->vm && k >= 1 && w[k - 1] == MT_BINREF_HEADER && dead_binref(c, w[k])) continue;
-        if (k >= MT_JITB_USED && k + 1 < n &&
+        if (k >= MT_JITB_USED && k + 1 < n && MT_LAYOUT_JITB_MAY(w + k - MT_JITB_USED) &&
             jit_bits(c, w + k - MT_JITB_USED, at + k * sizeof *w)) {
             k++; /* the stop vector's pointer, into the same block */
             continue;
