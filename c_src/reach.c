@@ -161,7 +161,14 @@ static int next_chunk_header(const struct mt_record *r, uintptr_t w)
     return w != r->addr && w == r->addr - 16 + chunk;
 }
 
-/* Block i, in state from or from2, becomes target through the word at address at. */
+/* Whether block i can be marked now: it is in state from or from2, and not the block being
+ * read. */
+static int markable(const struct ctx *c, size_t i)
+{
+    return i != c->self && (c->st[i] == c->from || c->st[i] == c->from2);
+}
+
+/* Block i, markable, becomes target through the word at address at. */
 static void mark(struct ctx *c, size_t i, uintptr_t at)
 {
     c->st[i] = c->target;
@@ -176,9 +183,7 @@ static void consider(struct ctx *c, uintptr_t w, uintptr_t at)
 {
     if ((w & c->untag) || (c->hiding && (w ^ HIDE_MASK) == c->hide)) return;
     size_t i = mt_snapshot_find(c->s, w);
-    if (i == MT_SNAPSHOT_NONE || i == c->self || (c->st[i] != c->from && c->st[i] != c->from2) ||
-        next_chunk_header(&c->s->rec[i], w))
-        return;
+    if (i == MT_SNAPSHOT_NONE || !markable(c, i) || next_chunk_header(&c->s->rec[i], w)) return;
     mark(c, i, at);
     if (c->push) c->work[c->nwork++] = i;
 }
@@ -302,7 +307,7 @@ static int jit_bits(struct ctx *c, const uintptr_t *w, uintptr_t at)
         c->s->rec[i].addr != w[MT_JITB_USED] || c->s->rec[i].size < 2 * bytes ||
         c->s->rec[i].size >= 2 * bytes + 16)
         return 0;
-    if (i != c->self && (c->st[i] == c->from || c->st[i] == c->from2)) mark(c, i, at);
+    if (markable(c, i)) mark(c, i, at);
     return 1;
 }
 
