@@ -52,25 +52,16 @@ defmodule Mtrace.AttachCliTest do
   defp mapped?(pid), do: File.read!("/proc/#{pid}/maps") =~ "mtrace.so"
 
   # Whether a tracer (gdb) is attached to pid within ten seconds.
-  defp traced?(pid, tries \\ 100) do
-    cond do
-      File.read!("/proc/#{pid}/status") =~ ~r/TracerPid:\s+[1-9]/ ->
-        true
-
-      tries == 0 ->
-        false
-
-      true ->
-        Process.sleep(100)
-        traced?(pid, tries - 1)
-    end
-  end
+  defp traced?(pid), do: status_within?(pid, ~r/TracerPid:\s+[1-9]/, 100)
 
   # A detached sleeper is runnable for a moment while its nanosleep restarts; back at rest
   # within two seconds is what "runs on untouched" means.
-  defp asleep?(pid, tries \\ 20) do
+  defp asleep?(pid), do: status_within?(pid, ~r/State:\s+S/, 20)
+
+  # Whether /proc/pid/status matches pattern within tries tenths of a second.
+  defp status_within?(pid, pattern, tries) do
     cond do
-      File.read!("/proc/#{pid}/status") =~ ~r/State:\s+S/ ->
+      File.read!("/proc/#{pid}/status") =~ pattern ->
         true
 
       tries == 0 ->
@@ -78,7 +69,7 @@ defmodule Mtrace.AttachCliTest do
 
       true ->
         Process.sleep(100)
-        asleep?(pid, tries - 1)
+        status_within?(pid, pattern, tries - 1)
     end
   end
 

@@ -562,7 +562,7 @@ defmodule Mtrace.WhyTest do
     # JIT) that its program asked for: glibc rounds them to 136. The bits are reachable and not
     # read (layouts.h). Read whole, the word kept every block (why/2: the static, the 104-byte
     # block at offset 88, the bits at offset 128); bin/demo's attach, in a node of OTP 25, lost a
-    # buffer to the JIT's own, 2 runs in 600.
+    # buffer to the JIT's own, 3 runs in 992.
     all_found_in_a_node(fn ->
       {lost, bits} =
         in_node("""
