@@ -64,10 +64,20 @@ static void fail(const char *what, const char *path, int err)
     failing = 1;
 }
 
+/* Whether a pass over now has a row to write: the arrays differ. */
+static int changed(const struct blocks *now)
+{
+    if (now->n != written.n) return 1;
+    for (size_t i = 0; i < now->n; i++)
+        if (order(&now->v[i], &written.v[i]) != 0) return 1;
+    return 0;
+}
+
 /* The file this process created, while the path still names it: created again (exclusively)
- * when it was moved or deleted, emptied when too big. Anything else at the path, there before
- * or put in its place, is never opened. */
-static int open_file(const char *path)
+ * when it was moved or deleted, emptied when too big and rows are coming, so that a pass with
+ * nothing to write never leaves a file of only its header. Anything else at the path, there
+ * before or put in its place, is never opened. */
+static int open_file(const char *path, int rows)
 {
     struct stat named, open_;
     if (fd >= 0 && (lstat(path, &named) != 0 || fstat(fd, &open_) != 0 ||
@@ -90,7 +100,7 @@ static int open_file(const char *path)
         }
     }
     if (fstat(fd, &open_) != 0) return -1;
-    if (mt_config.csv_max && (uint64_t)open_.st_size > mt_config.csv_max) {
+    if (rows && mt_config.csv_max && (uint64_t)open_.st_size > mt_config.csv_max) {
         if (ftruncate(fd, 0) != 0) {
             fail("cannot restart the CSV file", path, errno);
             return -1;
@@ -187,7 +197,7 @@ void mt_csv_pass(const char *prog)
         failed = collect(&snap, mono > age ? mono - age : 0, &now) != 0;
         mt_snapshot_drop(&snap);
     }
-    if (failed || open_file(path) != 0) {
+    if (failed || open_file(path, changed(&now)) != 0) {
         free(now.v);
         mt_guard_release();
         return;

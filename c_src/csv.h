@@ -17,9 +17,9 @@
  * Records end with CRLF (RFC 4180). The file is created exclusively (writer.h), and written
  * only while the path names that very file (same device and inode): one that is moved or
  * deleted is created again, with a header, at the next pass; one that has passed MTRACE_CSV_MAX
- * bytes is emptied and restarts with a header. A file or symbolic link at the path that this
- * process did not create, there before or put in its place, is never written, emptied or
- * followed: one "mtrace:" line, and no CSV while it is there.
+ * bytes is emptied and restarts with a header at the next pass that has rows to write. A file or
+ * symbolic link at the path that this process did not create, there before or put in its place, is
+ * never written, emptied or followed: one "mtrace:" line, and no CSV while it is there.
  *
  * Contract
  * - Never on the hook path; it allocates (untraced, under the recorder's guard) and symbolizes

@@ -92,14 +92,19 @@ defmodule Mtrace.CsvTest do
   end
 
   @tag :tmp_dir
-  test "past MTRACE_CSV_MAX the file restarts with a header", %{tmp_dir: dir} do
+  test "past MTRACE_CSV_MAX the file restarts with a header, at a pass with rows", %{tmp_dir: dir} do
     file = Path.join(dir, "out.csv")
-    {out, 0} = run(bin("csvprog"), ["35"], env(file, [{"MTRACE_CSV_MAX", "2000"}]))
+    # 100 bytes: any row takes the file past it, so each pass with rows restarts it. The 2.5 s
+    # after the ticks give two passes or more with no rows, which must leave the last rows be.
+    {out, 0} = run(bin("csvprog"), ["25", "2500"], env(file, [{"MTRACE_CSV_MAX", "100"}]))
     text = File.read!(file)
     assert String.starts_with?(text, @header <> "\r\n")
-    # The first pass's rows (the program's first blocks) went with the restart.
+    assert length(String.split(text, @header)) == 2
+    # The first pass's rows (the program's first blocks) went with a restart.
     for {address, "keep"} <- blocks(out), do: refute(text =~ address)
-    assert [_ | _] = sqlite(file, "SELECT event FROM t")
+    {last, "tick"} = List.last(blocks(out))
+    assert [[_, "alloc"] | _] = rows = sqlite(file, "SELECT address, event FROM t")
+    assert [last, "alloc"] in rows
   end
 
   @tag :tmp_dir

@@ -1,11 +1,12 @@
-/* csvprog [ticks]: allocations for the CSV export tests (MTRACE_CSV naming a plain path,
+/* csvprog [ticks [idle_ms]]: allocations for the CSV export tests (MTRACE_CSV naming a plain path,
  * MTRACE_CSV_AGE=0, MTRACE_CSV_PERIOD=1). Prints "keep|drop|pair|literal <address>" per block,
  * then:
  *   - without ticks: waits until the CSV file has the drop blocks' rows, frees them, and waits
  *     until it has their free rows (so that a periodic pass, not only the one at exit, wrote
  *     them); exits 2 if either takes more than 20 s; kept blocks stay live;
  *   - with ticks: allocates and keeps one 40-byte block every 100 ms, ticks times (printing
- *     "tick <address>"), so that every pass has rows to write.
+ *     "tick <address>"), so that every pass has rows to write; then sleeps idle_ms, so that the
+ *     passes of that time have none.
  * Addresses print like the CSV's: lower-case hex with 0x. */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -104,6 +105,7 @@ int main(int argc, char **argv)
             show("tick", csv_tick());
             sleep_ms(100);
         }
+        if (argc > 2) sleep_ms(atol(argv[2]));
         return 0;
     }
     wait_rows(drop, 3, 1);
