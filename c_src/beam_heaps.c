@@ -212,18 +212,20 @@ int mt_beam_heaps_learn(uint64_t limit, uint64_t port_limit, uint64_t self,
     return rc;
 }
 
-/* Room for one more gap (and the sort's scratch after them): a mapping twice the size, copied. */
-static int room(struct mt_beam_gaps *g)
+int mt_beam_gap_add(struct mt_beam_gaps *g, uintptr_t lo, uintptr_t hi, enum mt_beam_gap_kind kind)
 {
-    if (g->n < g->cap) return 0;
-    size_t cap = g->cap ? 2 * g->cap : FIRST_GAPS, len = 2 * cap * sizeof *g->gap;
-    struct mt_beam_gap *to = mt_mem_map(len);
-    if (!to) return -1;
-    if (g->n) memcpy(to, g->gap, g->n * sizeof *g->gap);
-    if (g->map) mt_mem_unmap(g->map, g->map_len);
-    g->map = g->gap = to;
-    g->map_len = len;
-    g->cap = cap;
+    if (g->n == g->cap) {
+        /* a mapping twice the size, copied, with room for the sort's scratch after the gaps */
+        size_t cap = g->cap ? 2 * g->cap : FIRST_GAPS, len = 2 * cap * sizeof *g->gap;
+        struct mt_beam_gap *to = mt_mem_map(len);
+        if (!to) return -1;
+        if (g->n) memcpy(to, g->gap, g->n * sizeof *g->gap);
+        if (g->map) mt_mem_unmap(g->map, g->map_len);
+        g->map = g->gap = to;
+        g->map_len = len;
+        g->cap = cap;
+    }
+    g->gap[g->n++] = (struct mt_beam_gap){lo, hi, kind};
     return 0;
 }
 
@@ -244,14 +246,8 @@ static int take(struct mt_beam_gaps *g, const uintptr_t *w)
         g->left++;
         return 0;
     }
-    if (stop > top) {
-        if (room(g) != 0) return -1;
-        g->gap[g->n++] = (struct mt_beam_gap){top, stop, 0};
-    }
-    if (old && oend > otop) {
-        if (room(g) != 0) return -1;
-        g->gap[g->n++] = (struct mt_beam_gap){otop, oend, 0};
-    }
+    if (stop > top && mt_beam_gap_add(g, top, stop, MT_BEAM_GAP_HEAP) != 0) return -1;
+    if (old && oend > otop && mt_beam_gap_add(g, otop, oend, MT_BEAM_GAP_HEAP) != 0) return -1;
     return 0;
 }
 
@@ -280,10 +276,7 @@ static int take_ids(struct mt_beam_gaps *g, const uintptr_t head[3])
 {
     uint32_t max;
     memcpy(&max, &head[2], sizeof max);
-    if (!head[1]) return 0;
-    if (room(g) != 0) return -1;
-    g->gap[g->n++] = (struct mt_beam_gap){head[1], head[1] + (uintptr_t)max * 4, 1};
-    return 0;
+    return head[1] ? mt_beam_gap_add(g, head[1], head[1] + (uintptr_t)max * 4, MT_BEAM_GAP_IDS) : 0;
 }
 
 #define GAP_LO(g) ((g)->lo)
@@ -325,8 +318,12 @@ int mt_beam_heaps_gaps(struct mt_beam_gaps *g)
         mt_beam_heaps_drop(g);
         return -1;
     }
-    sort_gaps(g->gap, g->gap + g->cap, g->n);
     return 0;
+}
+
+void mt_beam_gaps_sort(struct mt_beam_gaps *g)
+{
+    sort_gaps(g->gap, g->gap + g->cap, g->n);
 }
 
 void mt_beam_heaps_asker(uint64_t pid)
@@ -357,6 +354,10 @@ void mt_beam_gaps_clear(const struct mt_beam_gaps *g, void *buf, size_t len, uin
         uintptr_t hi = g->gap[i].hi < end ? g->gap[i].hi : end;
         if (lo >= hi) continue;
         memset((char *)buf + (lo - at), 0, hi - lo);
-        *(g->gap[i].ids ? &cleared->ids : &cleared->heaps) += hi - lo;
+        uint64_t *n = g->gap[i].kind == MT_BEAM_GAP_IDS   ? &cleared->ids
+                      : g->gap[i].kind == MT_BEAM_GAP_FIX ? &cleared->fix
+                      : g->gap[i].kind == MT_BEAM_GAP_DD  ? &cleared->dd
+                                                          : &cleared->heaps;
+        *n += hi - lo;
     }
 }

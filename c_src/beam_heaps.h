@@ -38,9 +38,9 @@
  *   (start <= top <= stack top <= end, end - start its size), gives its gaps [heap top, stack
  *   top) and [old top, old end); each table's free id list is one gap more. Returns 0 (g->n == 0
  *   when no layout was learnt), or -1 when memory for the list cannot be mapped (then no gap is
- *   left out).
- * - mt_beam_gaps_clear(): zeroes the bytes of the copy buf, of [at, at + len), that lie in a gap,
- *   and adds how many to *cleared, heaps' and id lists' apart. Pure.
+ *   left out). The gaps are not sorted yet: others may be added (mt_beam_gap_add).
+ * - mt_beam_gaps_clear(): zeroes the bytes of the copy buf, of [at, at + len), that lie in a gap
+ *   of the sorted list, and adds how many to *cleared, each kind apart. Pure.
  */
 #ifndef MTRACE_BEAM_HEAPS_H
 #define MTRACE_BEAM_HEAPS_H
@@ -63,13 +63,16 @@ struct mt_beam_known {
 int mt_beam_heaps_learn(uint64_t limit, uint64_t port_limit, uint64_t self,
                         const struct mt_beam_known known[2], const char **why);
 
+/* What a gap is: a heap's unused part, a table's free id list, a free block of fix_alloc's or
+ * one queued to be freed (beam_alloc.h). */
+enum mt_beam_gap_kind { MT_BEAM_GAP_HEAP, MT_BEAM_GAP_IDS, MT_BEAM_GAP_FIX, MT_BEAM_GAP_DD };
 struct mt_beam_gap {
     uintptr_t lo, hi;
-    int ids; /* a table's free id list, not a heap's */
+    enum mt_beam_gap_kind kind;
 };
 
 struct mt_beam_gaps {
-    struct mt_beam_gap *gap; /* sorted by address, disjoint */
+    struct mt_beam_gap *gap; /* disjoint; by address once sorted */
     size_t n, cap;
     size_t processes; /* processes in the table */
     size_t left;      /* of them, those whose heaps are read whole (running, or not agreeing) */
@@ -79,6 +82,11 @@ struct mt_beam_gaps {
 };
 
 int mt_beam_heaps_gaps(struct mt_beam_gaps *g);
+/* One gap more, [lo, hi) of that kind: 0, or -1 when memory for the list cannot be mapped (the
+ * gaps so far stay). mt_beam_gaps_sort(): sorts them, once all are added, for the clear. Both as
+ * mt_beam_heaps_gaps: no malloc, no lock. */
+int mt_beam_gap_add(struct mt_beam_gaps *g, uintptr_t lo, uintptr_t hi, enum mt_beam_gap_kind kind);
+void mt_beam_gaps_sort(struct mt_beam_gaps *g);
 
 /* The process whose NIF marks on the calling thread: its heaps' gaps are taken though it runs (on
  * a dirty scheduler), since a NIF's env makes terms from the struct's heap top only after the mark.
@@ -87,7 +95,7 @@ int mt_beam_heaps_gaps(struct mt_beam_gaps *g);
 void mt_beam_heaps_asker(uint64_t pid);
 void mt_beam_heaps_drop(struct mt_beam_gaps *g);
 struct mt_beam_cleared {
-    uint64_t heaps, ids;
+    uint64_t heaps, ids, fix, dd;
 };
 void mt_beam_gaps_clear(const struct mt_beam_gaps *g, void *buf, size_t len, uintptr_t at,
                         struct mt_beam_cleared *cleared);

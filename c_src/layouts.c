@@ -382,7 +382,7 @@ int mt_layout_allocator_prefix(uintptr_t al, char prefix[16], mt_layout_read rea
     return 0;
 }
 
-static int proc_read(uintptr_t a, void *to, size_t len, void *arg)
+int mt_layout_read_proc(uintptr_t a, void *to, size_t len, void *arg)
 {
     (void)arg;
     return mt_proc_read(a, to, len);
@@ -398,7 +398,7 @@ int mt_layout_carrier(uintptr_t addr, uintptr_t lo, uintptr_t hi, char *name, si
         if (c + sizeof head > hi || mt_proc_read(c, head, sizeof head) != 0) continue;
         uintptr_t size = carrier_bytes(head[0], MT_PAGE);
         if (!size || c + size <= addr || c + size > hi ||
-            !mt_layout_allocator_prefix(head[3] & ~(uintptr_t)7, prefix, proc_read, NULL))
+            !mt_layout_allocator_prefix(head[3] & ~(uintptr_t)7, prefix, mt_layout_read_proc, NULL))
             continue;
         size_t n = strlen(prefix);
         if (n + 6 > len) return 0;

@@ -251,6 +251,8 @@ size_t mt_layout_carrier_free(uintptr_t *w, size_t n, uintptr_t at);
 #define MT_CARRIER_SBC ((uintptr_t)2)
 #define MT_ALLOCTR_WORDS 1024
 typedef int (*mt_layout_read)(uintptr_t a, void *to, size_t len, void *arg);
+/* An mt_layout_read of the process's own memory, with mt_proc_read (proc.h); arg unused. */
+int mt_layout_read_proc(uintptr_t a, void *to, size_t len, void *arg);
 int mt_layout_carrier_held(const uintptr_t head[4], uintptr_t at, mt_layout_read read, void *arg,
                            uintptr_t *scratch);
 

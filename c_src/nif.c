@@ -527,6 +527,8 @@ static ERL_NIF_TERM leaks(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         {"vm_free_bytes", enif_make_uint64(env, r.vm_free_bytes)},
         {"process_free_bytes", enif_make_uint64(env, r.left.heaps)},
         {"id_list_bytes", enif_make_uint64(env, r.left.ids)},
+        {"fix_list_bytes", enif_make_uint64(env, r.left.fix)},
+        {"delayed_free_bytes", enif_make_uint64(env, r.left.dd)},
         {"processes", enif_make_uint64(env, r.processes)},
         {"processes_read_whole", enif_make_uint64(env, r.processes_read_whole)},
         {"reachable_bytes", enif_make_uint64(env, kept_bytes)},

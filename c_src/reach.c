@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "account.h"
+#include "beam_alloc.h"
 #include "beam_frames.h"
 #include "beam_heaps.h"
 #include "cfi.h"
@@ -1044,6 +1045,7 @@ static int run(struct mt_reach *r, int at_exit, int walk_heap, int paths, uintpt
     int rc = -1, e = ENOMEM;
     int walk = walk_heap && mt_heap_prepare(&heap) == 0;
     if (walk_heap && !walk) r->heap_refused = heap.refused;
+    mt_beam_alloc_learn();
     struct ctx c = {.r = r,
                     .s = &r->snap,
                     .pid = getpid(),
@@ -1062,6 +1064,9 @@ static int run(struct mt_reach *r, int at_exit, int walk_heap, int paths, uintpt
         r->processes = c.gaps.processes;
         r->processes_read_whole = c.gaps.left;
     }
+    /* a thread that did not stop may be taking a block off a list */
+    if (!world.running) mt_beam_alloc_gaps(&c.gaps);
+    mt_beam_gaps_sort(&c.gaps);
     size_t n = r->snap.n ? r->snap.n : 1, threads = world.n + 1;
     r->map_len = n + n * sizeof(size_t) + BUF + 64;
     if (paths) r->map_len += n * (sizeof *r->parent + sizeof *r->via) + threads * sizeof *r->thread;

@@ -274,7 +274,10 @@ defmodule Mtrace do
   what the VM freed), `:process_free_bytes` (the bytes of Erlang process
   heaps between their heap top and their stack, and of old heaps above their top, not read: stale
   words of earlier heaps), `:id_list_bytes` (the bytes of the process and port tables' lists of
-  free ids, not read: 32-bit numbers, two of which can read as an address), `:processes` and
+  free ids, not read: 32-bit numbers, two of which can read as an address), `:fix_list_bytes`
+  and `:delayed_free_bytes` (the bytes of blocks the VM's allocators hold freed, not read:
+  `fix_alloc`'s free lists of fixed-size structs, and the blocks queued to the allocator
+  instance that made them by a thread that freed them), `:processes` and
   `:processes_read_whole` (the processes whose heaps
   were read whole, as they were running; both 0 where the VM's process layout could not be
   learnt), `:live_blocks`, `:reachable_blocks` and

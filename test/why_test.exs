@@ -591,6 +591,19 @@ defmodule Mtrace.WhyTest do
     three_found("Lost.lose_in_altstack(48)")
   end
 
+  test "a free block on the VM's fix_alloc lists keeps nothing" do
+    # lose_in_fix_list/1: the only word that holds the block is the third of the oldest block on
+    # the longest of fix_alloc's free lists (most likely the Process structs of 200 processes that
+    # exited), as a struct that died there left it. The lists' blocks past their links are not
+    # read (beam_alloc.h). Read, the word kept the block in each of three runs (why/2: a thread's
+    # stack, then a 64 KiB carrier of the VM's at the block's offset in it).
+    three_found("""
+    (for _ <- 1..200, do: spawn(fn -> :ok end)
+     Process.sleep(100)
+     Lost.lose_in_fix_list(48))
+    """)
+  end
+
   test "a scheduler's stack below the frames it sleeps in keeps nothing" do
     # lose_in_sleeping_frames/1, in a process bound to a scheduler: the only words that held the
     # block lie in the 32 KiB of the scheduler's stack below the NIF's frame, where it lays the

@@ -1015,6 +1015,69 @@ static ERL_NIF_TERM lose_in_altstack(ErlNifEnv *env, int argc, const ERL_NIF_TER
     return j.v.masked ? enif_make_uint64(env, j.v.masked) : enif_make_badarg(env);
 }
 
+/* lose_in_fix_list(size): a block of size bytes whose address only a free block of the VM's
+ * fix_alloc holds, in its third word, as the struct that died there left it: the oldest block of
+ * the longest of its free lists (of types 24 bytes or more), found here as OTP 25 to 27 lay them
+ * out (beam_alloc.h): the lists' pointer is word FIX_AT of each instance's Allctr_t, a list's
+ * entry {type_size, list_size, list, ...} is 64 bytes, the instances' arrays follow each other.
+ * Returns the address xor MASK; badarg when no list has 3 blocks or more. */
+#define FIX_AT 117
+#define FIX_ENTRY 8 /* words */
+
+struct fix_spec {
+    int32_t enabled, dd, aix, size;
+    uintptr_t **allctr;
+};
+
+/* Whether one of the first words of the Allctr_t at al names it fix_alloc: its name_prefix, a
+ * string of beam.smp's (dladdr: in a loaded object, so it can be read). */
+static int fix_prefix(const uintptr_t *al)
+{
+    Dl_info d;
+    for (int k = 0; k < 32; k++)
+        if (dladdr((void *)al[k], &d) && strcmp((const char *)al[k], "fix_") == 0) return 1;
+    return 0;
+}
+
+static uintptr_t *oldest_free_fix(void)
+{
+    const struct fix_spec *spec = dlsym(RTLD_DEFAULT, "erts_allctr_thr_spec");
+    for (int i = 0; spec && i < 12; i++) { /* ERTS_ALC_A_MAX + 1 */
+        if (spec[i].enabled != 1 || spec[i].size < 2 || !fix_prefix(spec[i].allctr[0])) continue;
+        uintptr_t *lists = (uintptr_t *)spec[i].allctr[0][FIX_AT], *best = NULL;
+        size_t step = spec[i].allctr[1][FIX_AT] - (uintptr_t)lists, most = 2;
+        for (size_t e = 0; e < spec[i].size * step / 64; e++) {
+            uintptr_t *l = lists + e * FIX_ENTRY;
+            if (l[0] >= 24 && l[1] > most && l[1] <= 1000) {
+                most = l[1];
+                best = l;
+            }
+        }
+        if (!best) return NULL;
+        uintptr_t *p = (uintptr_t *)best[2];
+        for (size_t n = 1; n < most && p[0]; n++)
+            p = (uintptr_t *)p[0];
+        return p;
+    }
+    return NULL;
+}
+
+static void make_in_fix_list(void *arg)
+{
+    struct in_vm *v = arg;
+    uintptr_t *free_block = oldest_free_fix();
+    if (!free_block) return;
+    uintptr_t p = (uintptr_t)masked_block(v->size);
+    free_block[2] = p;
+    v->masked = (uint64_t)p ^ MASK;
+}
+
+static ERL_NIF_TERM lose_in_fix_list(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    return lose_by(env, argv, make_in_fix_list);
+}
+
 /* lose_in_sleeping_frames(size): a block of size bytes whose address only the dead part of the
  * scheduler's stack holds, 32 KiB of it below this NIF's frame: where the scheduler lays the frames
  * it next sleeps in, whose unwritten slots keep the word. Returns the address xor MASK.
@@ -1681,6 +1744,7 @@ static ErlNifFunc funcs[] = {
     {"lose_in_jit_bits", 1, lose_in_jit_bits, 0},
     {"jit_bits_blocks", 0, jit_bits_blocks, 0},
     {"lose_in_altstack", 1, lose_in_altstack, 0},
+    {"lose_in_fix_list", 1, lose_in_fix_list, 0},
     {"lose_in_sleeping_frames", 1, lose_in_sleeping_frames, 0},
     {"dead_stack_holds", 1, dead_stack_holds, 0},
     {"lose_in_dirty_frames", 2, lose_in_dirty_frames, ERL_NIF_DIRTY_JOB_CPU_BOUND},
