@@ -33,14 +33,15 @@ struct spec {
     uintptr_t allctr; /* Allctr_t *[size] */
 };
 
-/* Once learnt: the instances whose queues are read (a mapping of ALLCTRS words), and fix_alloc's
- * first instance's lists, and how many entries there are in all instances. */
+/* Once learnt: the instances of all allocators (a mapping of ALLCTRS words), whether their queues
+ * are read, and fix_alloc's first instance's lists and how many entries all instances have. */
 static struct {
     uintptr_t *allctr;
     size_t n;
+    int queues;
     uintptr_t lists;
     size_t entries;
-    int tried, rc;
+    int tried;
 } vm;
 static pthread_mutex_t learning = PTHREAD_MUTEX_INITIALIZER;
 
@@ -108,33 +109,32 @@ static int queue_end(uintptr_t v, uintptr_t al)
     return v == al || (v && v % WORD == 0);
 }
 
-/* The instances al[0 .. n) of all allocators: their queues, when each reads as one (or as none:
- * temp_alloc's, all zeros, as only its own thread frees its blocks) and most are empty. */
-static void learn_queues(uintptr_t *al, size_t n)
+/* Whether the instances' queues read as queues (or as none: temp_alloc's, all zeros, as only its
+ * own thread frees its blocks), most of them empty. */
+static int learn_queues(void)
 {
     size_t idle = 0, queues = 0;
-    for (size_t j = 0; j < n; j++) {
-        uintptr_t w[MT_ALLOC_DD_FIRST + 1];
-        if (mt_proc_read(al[j], w, sizeof w) != 0) return;
+    for (size_t j = 0; j < vm.n; j++) {
+        uintptr_t w[MT_ALLOC_DD_FIRST + 1], al = vm.allctr[j];
+        if (mt_proc_read(al, w, sizeof w) != 0) return 0;
         uintptr_t first = w[MT_ALLOC_DD_FIRST], last = w[2];
         if (!first && !last && !w[0]) continue;
-        if (!queue_end(first, al[j]) || !queue_end(last, al[j])) return;
+        if (!queue_end(first, al) || !queue_end(last, al)) return 0;
         queues++;
-        idle += first == al[j] && last == al[j];
+        idle += first == al && last == al;
     }
-    if (2 * idle <= queues) return;
-    vm.allctr = al;
-    vm.n = n;
+    return 2 * idle > queues;
 }
 
-static int learn(void)
+/* The instances, and fix_alloc's lists. */
+static void learn(void)
 {
     void *table = dlsym(RTLD_DEFAULT, "erts_allctr_thr_spec");
     struct spec s[SPECS];
     uintptr_t *al;
     if (!table || mt_proc_read((uintptr_t)table, s, sizeof s) != 0 ||
         !(al = mt_mem_map(ALLCTRS * WORD)))
-        return -1;
+        return;
     size_t n = 0;
     for (size_t i = 0; i < SPECS; i++) {
         char prefix[16];
@@ -147,19 +147,22 @@ static int learn(void)
         if (strcmp(prefix, FIX_PREFIX) == 0) learn_lists(al + n, k);
         n += k;
     }
-    learn_queues(al, n);
-    if (!vm.n) mt_mem_unmap(al, ALLCTRS * WORD);
-    return vm.n || vm.entries ? 0 : -1;
+    if (!n) {
+        mt_mem_unmap(al, ALLCTRS * WORD);
+        return;
+    }
+    vm.allctr = al;
+    vm.n = n;
 }
 
 int mt_beam_alloc_learn(void)
 {
     pthread_mutex_lock(&learning);
-    if (!vm.tried) {
-        vm.rc = learn();
-        __atomic_store_n(&vm.tried, 1, __ATOMIC_RELEASE);
-    }
-    int rc = vm.rc;
+    if (!vm.tried) learn();
+    int queues = vm.queues || (vm.n && learn_queues());
+    int rc = queues || vm.entries ? 0 : -1;
+    __atomic_store_n(&vm.queues, queues, __ATOMIC_RELAXED);
+    __atomic_store_n(&vm.tried, 1, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&learning);
     return rc;
 }
@@ -212,7 +215,7 @@ static int listed(struct mt_beam_gaps *g)
 int mt_beam_alloc_gaps(struct mt_beam_gaps *g)
 {
     if (!__atomic_load_n(&vm.tried, __ATOMIC_ACQUIRE)) return 0;
-    for (size_t j = 0; j < vm.n; j++)
+    for (size_t j = 0; __atomic_load_n(&vm.queues, __ATOMIC_RELAXED) && j < vm.n; j++)
         if (queued(g, vm.allctr[j]) != 0) return -1;
     return vm.entries ? listed(g) : 0;
 }

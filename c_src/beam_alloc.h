@@ -30,9 +30,10 @@
  *
  * Contract
  * - mt_beam_alloc_learn(): dlsym (the loader's lock; may allocate), mmap and process_vm_readv, the
- *   threads going: call it before they stop. Once: later calls return the first answer (0 when
- *   either layout was learnt, else -1, as in a program that is no BEAM). Any thread, one at a time
- *   (a mutex).
+ *   threads going: call it before they stop. The instances and the lists are looked for once;
+ *   the queues, until they are learnt (a busy moment may have most of them in use). Returns 0
+ *   when either layout is learnt, else -1 (as in a program that is no BEAM). Any thread, one at
+ *   a time (a mutex).
  * - mt_beam_alloc_gaps(): with the other threads stopped, every one of them (a queue and a list
  *   are then whole: only an instance's own thread takes a block off, and a block is linked only
  *   once freed); process_vm_readv and the gaps' own memory (mt_beam_gap_add) only: no malloc, no
