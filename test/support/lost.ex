@@ -31,7 +31,7 @@ defmodule Mtrace.Test.Lost do
   def lose_in_jit_bits(_size), do: :erlang.nif_error(:not_loaded)
   def jit_bits_blocks, do: :erlang.nif_error(:not_loaded)
   def lose_in_altstack(_size), do: :erlang.nif_error(:not_loaded)
-  def lose_in_fix_list(_size), do: :erlang.nif_error(:not_loaded)
+  def lose_in_fix_list(_size, _scheduler), do: :erlang.nif_error(:not_loaded)
   def lose_in_sleeping_frames(_size), do: :erlang.nif_error(:not_loaded)
   def dead_stack_holds(_masked), do: :erlang.nif_error(:not_loaded)
   def lose_in_dirty_frames(_size, _n), do: :erlang.nif_error(:not_loaded)

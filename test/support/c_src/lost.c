@@ -1015,14 +1015,16 @@ static ERL_NIF_TERM lose_in_altstack(ErlNifEnv *env, int argc, const ERL_NIF_TER
     return j.v.masked ? enif_make_uint64(env, j.v.masked) : enif_make_badarg(env);
 }
 
-/* lose_in_fix_list(size): a block of size bytes whose address only a free block of the VM's
- * fix_alloc holds, in its third word, as the struct that died there left it: the oldest block of
- * the longest of its free lists (of types 24 bytes or more), found here as OTP 25 to 27 lay them
- * out (beam_alloc.h): the lists' pointer is word FIX_AT of each instance's Allctr_t, a list's
- * entry {type_size, list_size, list, ...} is 64 bytes, the instances' arrays follow each other.
- * Returns the address xor MASK; badarg when no list has 3 blocks or more. */
+/* lose_in_fix_list(size, scheduler): a block of size bytes whose address only a free block of the
+ * VM's fix_alloc holds, in its third word, as the struct that died there left it: the oldest
+ * block of the longest of the free lists (of types 24 bytes or more) of the calling scheduler's
+ * own instance, which no other thread changes while this NIF runs. They are found here as OTP 25
+ * to 27 lay them out (beam_alloc.h): the lists' pointer is word FIX_AT of each instance's
+ * Allctr_t (instance i: scheduler i), a list's entry {type_size, list_size, list, ...} is 64
+ * bytes. Returns the address xor MASK; badarg when no list has 3 blocks or more. */
 #define FIX_AT 117
 #define FIX_ENTRY 8 /* words */
+#define FIX_TYPES 15 /* entries an instance */
 
 struct fix_spec {
     int32_t enabled, dd, aix, size;
@@ -1039,14 +1041,16 @@ static int fix_prefix(const uintptr_t *al)
     return 0;
 }
 
-static uintptr_t *oldest_free_fix(void)
+static uintptr_t *oldest_free_fix(unsigned scheduler)
 {
     const struct fix_spec *spec = dlsym(RTLD_DEFAULT, "erts_allctr_thr_spec");
     for (int i = 0; spec && i < 12; i++) { /* ERTS_ALC_A_MAX + 1 */
-        if (spec[i].enabled != 1 || spec[i].size < 2 || !fix_prefix(spec[i].allctr[0])) continue;
-        uintptr_t *lists = (uintptr_t *)spec[i].allctr[0][FIX_AT], *best = NULL;
-        size_t step = spec[i].allctr[1][FIX_AT] - (uintptr_t)lists, most = 2;
-        for (size_t e = 0; e < spec[i].size * step / 64; e++) {
+        if (spec[i].enabled != 1 || spec[i].size <= (int32_t)scheduler ||
+            !fix_prefix(spec[i].allctr[0]))
+            continue;
+        uintptr_t *lists = (uintptr_t *)spec[i].allctr[scheduler][FIX_AT], *best = NULL;
+        size_t most = 2;
+        for (size_t e = 0; e < FIX_TYPES; e++) {
             uintptr_t *l = lists + e * FIX_ENTRY;
             if (l[0] >= 24 && l[1] > most && l[1] <= 1000) {
                 most = l[1];
@@ -1062,20 +1066,30 @@ static uintptr_t *oldest_free_fix(void)
     return NULL;
 }
 
+struct in_fix {
+    struct in_vm v;
+    unsigned scheduler;
+};
+
 static void make_in_fix_list(void *arg)
 {
-    struct in_vm *v = arg;
-    uintptr_t *free_block = oldest_free_fix();
+    struct in_fix *f = arg;
+    uintptr_t *free_block = oldest_free_fix(f->scheduler);
     if (!free_block) return;
-    uintptr_t p = (uintptr_t)masked_block(v->size);
+    uintptr_t p = (uintptr_t)masked_block(f->v.size);
     free_block[2] = p;
-    v->masked = (uint64_t)p ^ MASK;
+    f->v.masked = (uint64_t)p ^ MASK;
 }
 
 static ERL_NIF_TERM lose_in_fix_list(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
+    struct in_fix f = {{0, 0}, 0};
     (void)argc;
-    return lose_by(env, argv, make_in_fix_list);
+    if (!enif_get_uint(env, argv[0], &f.v.size) || !enif_get_uint(env, argv[1], &f.scheduler) ||
+        f.scheduler == 0)
+        return enif_make_badarg(env);
+    deep(make_in_fix_list, &f, DEPTH);
+    return f.v.masked ? enif_make_uint64(env, f.v.masked) : enif_make_badarg(env);
 }
 
 /* lose_in_sleeping_frames(size): a block of size bytes whose address only the dead part of the
@@ -1744,7 +1758,7 @@ static ErlNifFunc funcs[] = {
     {"lose_in_jit_bits", 1, lose_in_jit_bits, 0},
     {"jit_bits_blocks", 0, jit_bits_blocks, 0},
     {"lose_in_altstack", 1, lose_in_altstack, 0},
-    {"lose_in_fix_list", 1, lose_in_fix_list, 0},
+    {"lose_in_fix_list", 2, lose_in_fix_list, 0},
     {"lose_in_sleeping_frames", 1, lose_in_sleeping_frames, 0},
     {"dead_stack_holds", 1, dead_stack_holds, 0},
     {"lose_in_dirty_frames", 2, lose_in_dirty_frames, ERL_NIF_DIRTY_JOB_CPU_BOUND},
