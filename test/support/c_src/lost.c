@@ -1023,7 +1023,7 @@ static ERL_NIF_TERM lose_in_altstack(ErlNifEnv *env, int argc, const ERL_NIF_TER
  * Allctr_t (instance i: scheduler i), a list's entry {type_size, list_size, list, ...} is 64
  * bytes. Returns the address xor MASK; badarg when no list has 3 blocks or more. */
 #define FIX_AT 117
-#define FIX_ENTRY 8 /* words */
+#define FIX_ENTRY 8  /* words */
 #define FIX_TYPES 15 /* entries an instance */
 
 struct fix_spec {
