@@ -13,7 +13,7 @@
  *   long), the link and the block's type in its first two words: in a busy node, process heaps
  *   emptied by a collection elsewhere, their references to binaries freed since (in Debian 13's
  *   image, bin/demo lost a C++ buffer to such a reference, a BinRef moved out of a heap, in a
- *   block of an eheap_alloc carrier; a busy node queues a megabyte at times).
+ *   block of an eheap_alloc carrier; a busy node of OTP 25 queued up to a megabyte).
  *
  * Each allocator's instances (one a scheduler, one shared, and the dirty ones) are in
  * erts_allctr_thr_spec, exported by beam.smp, each an Allctr_t (OTP 25 to 27):
