@@ -324,6 +324,16 @@ int mt_beam_heaps_gaps(struct mt_beam_gaps *g)
 void mt_beam_gaps_sort(struct mt_beam_gaps *g)
 {
     sort_gaps(g->gap, g->gap + g->cap, g->n);
+    /* the clear takes them disjoint: one that overlaps the one before joins it */
+    size_t n = 0;
+    for (size_t i = 0; i < g->n; i++) {
+        if (n && g->gap[i].lo < g->gap[n - 1].hi) {
+            if (g->gap[i].hi > g->gap[n - 1].hi) g->gap[n - 1].hi = g->gap[i].hi;
+            continue;
+        }
+        g->gap[n++] = g->gap[i];
+    }
+    g->n = n;
 }
 
 void mt_beam_heaps_asker(uint64_t pid)

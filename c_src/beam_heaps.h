@@ -72,7 +72,7 @@ struct mt_beam_gap {
 };
 
 struct mt_beam_gaps {
-    struct mt_beam_gap *gap; /* disjoint; by address once sorted */
+    struct mt_beam_gap *gap; /* by address and disjoint once sorted */
     size_t n, cap;
     size_t processes; /* processes in the table */
     size_t left;      /* of them, those whose heaps are read whole (running, or not agreeing) */
@@ -83,8 +83,9 @@ struct mt_beam_gaps {
 
 int mt_beam_heaps_gaps(struct mt_beam_gaps *g);
 /* One gap more, [lo, hi) of that kind: 0, or -1 when memory for the list cannot be mapped (the
- * gaps so far stay). mt_beam_gaps_sort(): sorts them, once all are added, for the clear. Both as
- * mt_beam_heaps_gaps: no malloc, no lock. */
+ * gaps so far stay). mt_beam_gaps_sort(): sorts them, once all are added, for the clear, and joins
+ * those that overlap (the clear takes them disjoint). Both as mt_beam_heaps_gaps: no malloc, no
+ * lock. */
 int mt_beam_gap_add(struct mt_beam_gaps *g, uintptr_t lo, uintptr_t hi, enum mt_beam_gap_kind kind);
 void mt_beam_gaps_sort(struct mt_beam_gaps *g);
 
