@@ -364,10 +364,6 @@ void mt_beam_gaps_clear(const struct mt_beam_gaps *g, void *buf, size_t len, uin
         uintptr_t hi = g->gap[i].hi < end ? g->gap[i].hi : end;
         if (lo >= hi) continue;
         memset((char *)buf + (lo - at), 0, hi - lo);
-        uint64_t *n = g->gap[i].kind == MT_BEAM_GAP_IDS   ? &cleared->ids
-                      : g->gap[i].kind == MT_BEAM_GAP_FIX ? &cleared->fix
-                      : g->gap[i].kind == MT_BEAM_GAP_DD  ? &cleared->dd
-                                                          : &cleared->heaps;
-        *n += hi - lo;
+        cleared->bytes[g->gap[i].kind] += hi - lo;
     }
 }

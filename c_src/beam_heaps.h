@@ -64,8 +64,15 @@ int mt_beam_heaps_learn(uint64_t limit, uint64_t port_limit, uint64_t self,
                         const struct mt_beam_known known[2], const char **why);
 
 /* What a gap is: a heap's unused part, a table's free id list, a free block of fix_alloc's or
- * one queued to be freed (beam_alloc.h). */
-enum mt_beam_gap_kind { MT_BEAM_GAP_HEAP, MT_BEAM_GAP_IDS, MT_BEAM_GAP_FIX, MT_BEAM_GAP_DD };
+ * one queued to be freed (beam_alloc.h), a scheduler's float registers (beam_regs.h). */
+enum mt_beam_gap_kind {
+    MT_BEAM_GAP_HEAP,
+    MT_BEAM_GAP_IDS,
+    MT_BEAM_GAP_FIX,
+    MT_BEAM_GAP_DD,
+    MT_BEAM_GAP_FREGS,
+    MT_BEAM_GAP_KINDS
+};
 struct mt_beam_gap {
     uintptr_t lo, hi;
     enum mt_beam_gap_kind kind;
@@ -96,7 +103,7 @@ void mt_beam_gaps_sort(struct mt_beam_gaps *g);
 void mt_beam_heaps_asker(uint64_t pid);
 void mt_beam_heaps_drop(struct mt_beam_gaps *g);
 struct mt_beam_cleared {
-    uint64_t heaps, ids, fix, dd;
+    uint64_t bytes[MT_BEAM_GAP_KINDS]; /* by kind */
 };
 void mt_beam_gaps_clear(const struct mt_beam_gaps *g, void *buf, size_t len, uintptr_t at,
                         struct mt_beam_cleared *cleared);

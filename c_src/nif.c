@@ -17,6 +17,7 @@
 #include "attach.h"
 #include "beam_frames.h"
 #include "beam_heaps.h"
+#include "beam_regs.h"
 #include "config.h"
 #include "filter.h"
 #include "hooks.h"
@@ -525,10 +526,11 @@ static ERL_NIF_TERM leaks(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         {"block_bytes", enif_make_uint64(env, r.block_bytes)},
         {"unreadable_bytes", enif_make_uint64(env, r.unreadable_bytes)},
         {"vm_free_bytes", enif_make_uint64(env, r.vm_free_bytes)},
-        {"process_free_bytes", enif_make_uint64(env, r.left.heaps)},
-        {"id_list_bytes", enif_make_uint64(env, r.left.ids)},
-        {"fix_list_bytes", enif_make_uint64(env, r.left.fix)},
-        {"delayed_free_bytes", enif_make_uint64(env, r.left.dd)},
+        {"process_free_bytes", enif_make_uint64(env, r.left.bytes[MT_BEAM_GAP_HEAP])},
+        {"id_list_bytes", enif_make_uint64(env, r.left.bytes[MT_BEAM_GAP_IDS])},
+        {"fix_list_bytes", enif_make_uint64(env, r.left.bytes[MT_BEAM_GAP_FIX])},
+        {"delayed_free_bytes", enif_make_uint64(env, r.left.bytes[MT_BEAM_GAP_DD])},
+        {"float_register_bytes", enif_make_uint64(env, r.left.bytes[MT_BEAM_GAP_FREGS])},
         {"processes", enif_make_uint64(env, r.processes)},
         {"processes_read_whole", enif_make_uint64(env, r.processes_read_whole)},
         {"reachable_bytes", enif_make_uint64(env, kept_bytes)},
@@ -1128,13 +1130,17 @@ static int upgrade(ErlNifEnv *env, void **priv, void **old_priv, ERL_NIF_TERM in
     return load(env, priv, info);
 }
 
-/* scrub(binary) -> ok: the calling scheduler's stack below this NIF zeroed (reach.h), so that the
- * frames it lays there as it goes back to sleep do not keep what a NIF that ran on it left. The
- * binary, which its caller built on this scheduler just before (lib/mtrace.ex), is not read. */
+/* scrub(binary, float) -> ok: the calling scheduler's stack below this NIF zeroed (reach.h), so
+ * that the frames it lays there as it goes back to sleep do not keep what a NIF that ran on it
+ * left; and where its float registers lie noted (beam_regs.h), by the float its caller computed
+ * just before. The binary, which its caller built on this scheduler just before (lib/mtrace.ex),
+ * is not read. */
 static ERL_NIF_TERM scrub(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
-    (void)argc;
-    if (!enif_is_binary(env, argv[0])) return enif_make_badarg(env);
+    double f0;
+    if (!enif_is_binary(env, argv[0]) || !enif_get_double(env, argv[1], &f0))
+        return enif_make_badarg(env);
+    mt_beam_regs_note((const uint64_t *)argv, (unsigned)argc, f0);
     mt_reach_scrub();
     return atom_ok;
 }
@@ -1225,7 +1231,7 @@ static ErlNifFunc funcs[] = {
     {"why_nif", 1, why_scrubbed, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"whys_nif", 1, whys_scrubbed, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"heaps_learn_nif", 3, heaps_learn, 0},
-    {"scrub_nif", 1, scrub, 0},
+    {"scrub_nif", 2, scrub, 0},
     {"scrub_dirty_cpu_nif", 2, scrub_dirty_cpu, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"scrub_dirty_io_nif", 2, scrub_dirty_io, ERL_NIF_DIRTY_JOB_IO_BOUND},
 };

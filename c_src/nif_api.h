@@ -14,6 +14,7 @@
 #pragma weak enif_alloc
 #pragma weak enif_free
 #pragma weak enif_get_atom
+#pragma weak enif_get_double
 #pragma weak enif_get_list_cell
 #pragma weak enif_get_list_length
 #pragma weak enif_get_local_pid

@@ -19,6 +19,7 @@
 #include "beam_alloc.h"
 #include "beam_frames.h"
 #include "beam_heaps.h"
+#include "beam_regs.h"
 #include "cfi.h"
 #include "config.h"
 #include "heap.h"
@@ -1066,6 +1067,7 @@ static int run(struct mt_reach *r, int at_exit, int walk_heap, int paths, uintpt
     }
     /* a thread that did not stop may be taking a block off a list */
     if (!world.running) mt_beam_alloc_gaps(&c.gaps);
+    mt_beam_regs_gaps(&c.gaps, &world);
     mt_beam_gaps_sort(&c.gaps);
     size_t n = r->snap.n ? r->snap.n : 1, threads = world.n + 1;
     r->map_len = n + n * sizeof(size_t) + BUF + 64;

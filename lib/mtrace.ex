@@ -277,7 +277,9 @@ defmodule Mtrace do
   free ids, not read: 32-bit numbers, two of which can read as an address), `:fix_list_bytes`
   and `:delayed_free_bytes` (the bytes of blocks the VM's allocators hold freed, not read:
   `fix_alloc`'s free lists of fixed-size structs, and the blocks queued to the allocator
-  instance that made them by a thread that freed them), `:processes` and
+  instance that made them by a thread that freed them), `:float_register_bytes` (the JIT's float
+  registers on each scheduler's stack, not read: doubles, and where unused, what the thread's
+  start left there), `:processes` and
   `:processes_read_whole` (the processes whose heaps
   were read whole, as they were running; both 0 where the VM's process layout could not be
   learnt), `:live_blocks`, `:reachable_blocks` and
@@ -488,17 +490,18 @@ defmodule Mtrace do
   # that stack, keeps a pointer into the last binary the scheduler built, which may have been
   # freed and its memory given to a block lost since. Each scheduler, in a process bound to it,
   # builds a small binary (on that process's heap: the pointer then leads there) and runs
-  # scrub_nif/1, and then lays its sleeping frames over zeros. spawn_opt takes {:scheduler, id}
-  # without documenting it: where it is refused, nothing is scrubbed. A user's dirty NIF leaves its
-  # words on a dirty scheduler's stack alike: as many calls as there are dirty schedulers of each
-  # kind meet in a NIF that then zeroes its stack, each on a scheduler of its own.
+  # scrub_nif/2 (scrub_here/1), and then lays its sleeping frames over zeros. spawn_opt takes
+  # {:scheduler, id} without documenting it: where it is refused, nothing is scrubbed. A user's
+  # dirty NIF leaves its words on a dirty scheduler's stack alike: as many calls as there are dirty
+  # schedulers of each kind meet in a NIF that then zeroes its stack, each on a scheduler of its
+  # own.
   defp scrub_schedulers do
     asker = self()
 
     bound =
       for id <- 1..:erlang.system_info(:schedulers_online),
           ref = make_ref(),
-          scrub = fn -> send(asker, {:scrubbed, ref, Nif.scrub_nif(<<id::64, id::64>>)}) end,
+          scrub = fn -> send(asker, {:scrubbed, ref, scrub_here(id)}) end,
           match?({:ok, _}, bound_spawn(scrub, id)),
           do: ref
 
@@ -516,6 +519,15 @@ defmodule Mtrace do
       end
 
     await(bound ++ dirty, 1_000)
+  end
+
+  # The same register block holds 1024 float registers that programs hardly use: they keep what
+  # the scheduler thread's start left there (beam_regs.h). The float computed here is the last
+  # that float instructions make before the call, which the JIT leaves in the first of them:
+  # scrub_nif/2 finds them by it, and the mark does not read them.
+  defp scrub_here(id) do
+    f0 = :erlang.float(:erlang.unique_integer([:positive])) * 1.0e-3 + 0.123456789
+    Nif.scrub_nif(<<id::64, id::64>>, f0)
   end
 
   defp bound_spawn(fun, scheduler) do

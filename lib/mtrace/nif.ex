@@ -66,10 +66,11 @@ defmodule Mtrace.Nif do
   @spec frames_nif([non_neg_integer()], boolean()) :: [[frame_info()]]
   def frames_nif(_stack_ids, _demangle), do: :erlang.nif_error(:not_loaded)
 
-  # The calling scheduler's stack below this call zeroed (reach.h's mt_reach_scrub); the binary
-  # is the one its caller built just before, on the same scheduler, and is not read.
-  @spec scrub_nif(binary()) :: :ok
-  def scrub_nif(_built), do: :erlang.nif_error(:not_loaded)
+  # The calling scheduler's stack below this call zeroed (reach.h's mt_reach_scrub), and its float
+  # registers found by the float its caller computed just before (beam_regs.h); the binary is the
+  # one its caller built just before, on the same scheduler, and is not read.
+  @spec scrub_nif(binary(), float()) :: :ok
+  def scrub_nif(_built, _f0), do: :erlang.nif_error(:not_loaded)
 
   # The same on a dirty scheduler, once `n` calls of `round` are in at once (or after 100 ms):
   # n calls, one per dirty scheduler of the kind, reach each of them (nif.c).

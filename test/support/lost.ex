@@ -40,6 +40,7 @@ defmodule Mtrace.Test.Lost do
   def lose_over(_bytes), do: :erlang.nif_error(:not_loaded)
   def lose_in_heap(_size), do: :erlang.nif_error(:not_loaded)
   def free_heap_holds(_masked), do: :erlang.nif_error(:not_loaded)
+  def lose_in_float_regs(_size), do: :erlang.nif_error(:not_loaded)
   def lose_in_text_tail(_size), do: :erlang.nif_error(:not_loaded)
 
   # A process whose heap holds, in its unused part between the heap top and the stack, the only

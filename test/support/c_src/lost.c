@@ -523,6 +523,33 @@ static ERL_NIF_TERM lose_in_heap(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
     return enif_make_uint64(env, v.masked);
 }
 
+/* lose_in_float_regs(size): a block of size bytes whose address only an unused float register of
+ * the calling scheduler holds (the 901st), as the frames of the thread's start leave theirs: the
+ * JIT calls a NIF with argv at its X registers, and the float registers, 1024 doubles, lie
+ * FREGS_AT words above (OTP 25 and 27: beam_regs.h). Returns the address xor MASK; badarg where
+ * they would not lie on the thread's stack. */
+#define FREGS_AT 1032
+#define FREG_USED 900
+
+static ERL_NIF_TERM lose_in_float_regs(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    unsigned size;
+    pthread_attr_t a;
+    void *lo;
+    size_t len;
+    (void)argc;
+    if (!enif_get_uint(env, argv[0], &size) || pthread_getattr_np(pthread_self(), &a) != 0)
+        return enif_make_badarg(env);
+    int got = pthread_attr_getstack(&a, &lo, &len);
+    pthread_attr_destroy(&a);
+    uintptr_t *f = (uintptr_t *)argv + FREGS_AT;
+    if (got != 0 || (uintptr_t)f < (uintptr_t)lo || (uintptr_t)(f + 1024) > (uintptr_t)lo + len)
+        return enif_make_badarg(env);
+    uintptr_t p = (uintptr_t)masked_block(size);
+    f[FREG_USED] = p;
+    return enif_make_uint64(env, (uint64_t)p ^ MASK);
+}
+
 /* lose_in_text_tail(size): a block of size bytes (512 or more) whose address only the bytes
  * after a C string's NUL hold, in a block that has no record (glibc's own malloc, as libc's and
  * the loader's blocks made before an attach have none), which a static keeps: {0, "UTC\0UTC0",
@@ -1767,6 +1794,7 @@ static ErlNifFunc funcs[] = {
     {"lose_over", 1, lose_over, 0},
     {"lose_in_heap", 1, lose_in_heap, 0},
     {"free_heap_holds", 1, free_heap_holds, 0},
+    {"lose_in_float_regs", 1, lose_in_float_regs, 0},
     {"lose_in_old_heap", 3, lose_in_old_heap, 0},
     {"lose_in_text_tail", 1, lose_in_text_tail, 0},
     {"free_behind", 1, free_behind, 0},
