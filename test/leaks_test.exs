@@ -344,12 +344,15 @@ defmodule Mtrace.LeaksTest do
   test "lost blocks of the VM without a record say so: a resource, an off-heap binary" do
     # A resource's block is the VM's header and the 64 bytes asked for; the enif_alloc'd blocks
     # hold zeros, which tell nothing. Every node may report only these; one of at most four must
-    # name the resource and the binary (a stale word may keep a lost block: see exact/2).
+    # name the resource and the binary (a stale word may keep a lost block: see exact/2). A
+    # failure shows what the mark left out and read: one node in about a hundred here reported the
+    # two schedulers' 152-byte microstate accounting structs and their "scheduler" names, which a
+    # static list keeps (why/2 in other nodes); why is not known yet.
     wanted = [~r/^\d+-byte Erlang resources \(magic binaries/, ~r/^\d+-byte Erlang binaries/]
 
     named =
       Enum.find_value(1..4, fn _ ->
-        sites =
+        {sites, info} =
           node_result(
             """
             alias Mtrace.Test.Lost
@@ -357,7 +360,8 @@ defmodule Mtrace.LeaksTest do
             :ok = Lost.lose_binary(5000)
             :ok = Lost.enif_blocks(2, 0, 128)
             Process.sleep(1100)
-            for s <- Mtrace.leaks(), do: {s.blocks, s.contents}
+            {sites, info} = Mtrace.leaks_info([])
+            {for(s <- sites, do: {s.blocks, s.contents}), info}
             """,
             [{"ERL_AFLAGS", "+MRe false +MBe false"}]
           )
@@ -366,7 +370,7 @@ defmodule Mtrace.LeaksTest do
                  (n == 1 and Enum.any?(wanted, &(c =~ &1))) or
                    (n <= 2 and c =~ ~r/^\d+-byte blocks without a record$/)
                end),
-               inspect(sites)
+               inspect({sites, info})
 
         for(re <- wanted, do: Enum.count(sites, fn {_, c} -> c =~ re end)) == [1, 1]
       end)
