@@ -8,6 +8,7 @@
 
 #include "layouts.h"
 #include "mem.h"
+#include "platform.h"
 #include "proc.h"
 
 #define WORD sizeof(uintptr_t)
@@ -26,6 +27,10 @@
 #define BLK_SBC 7u
 #define BLK_MAX ((uintptr_t)1 << 36)
 #define HOMECOMING 5u /* the header of a carrier queued to go home: free and last, no size */
+/* A multi-block carrier's block counts, in its header's bits from MBC_OFFSET up, the 16 KiB
+ * units from its carrier's start (OTP 25 to 27: the carrier starts on a page within that unit). */
+#define MBC_OFFSET 40
+#define MBC_UNIT 14
 
 /* ErtsAllocatorThrSpec_t: the instances of one allocator. */
 struct spec {
@@ -167,6 +172,35 @@ int mt_beam_alloc_learn(void)
     return rc;
 }
 
+/* Whether v is one of the VM's allocator instances. */
+static int an_instance(uintptr_t v)
+{
+    for (size_t j = 0; j < vm.n; j++)
+        if (vm.allctr[j] == v) return 1;
+    return 0;
+}
+
+/* Whether the block whose header h lies at `at`, of size bytes, lies whole in a carrier of one of
+ * the VM's instances (the carrier's fourth word; a block may go home to an instance other than
+ * the carrier's current one): a single-block carrier starts on the page of its block, a
+ * multi-block one where the block's offset says. A block that does not is no gap: a queue read
+ * amiss never clears memory it does not own. */
+static int in_carrier(uintptr_t at, uintptr_t h, uintptr_t size)
+{
+    int sbc = (h & BLK_SBC) == BLK_SBC;
+    uintptr_t near = (sbc ? at : at - ((h >> MBC_OFFSET) << MBC_UNIT)) & ~(uintptr_t)(MT_PAGE - 1);
+    size_t pages = sbc ? 1 : ((size_t)1 << MBC_UNIT) / MT_PAGE;
+    for (size_t k = 0; k < pages && near >= k * MT_PAGE; k++) {
+        uintptr_t c = near - k * MT_PAGE, w[4];
+        if (mt_proc_read(c, w, sizeof w) != 0) continue;
+        size_t bytes = mt_layout_carrier_size(w[0]);
+        if (bytes && !(w[0] & MT_CARRIER_SBC) == !sbc && an_instance(w[3] & ~(uintptr_t)7) &&
+            c < at && at + size <= c + bytes)
+            return 1;
+    }
+    return 0;
+}
+
 /* The blocks queued to the instance at al. */
 static int queued(struct mt_beam_gaps *g, uintptr_t al)
 {
@@ -182,7 +216,7 @@ static int queued(struct mt_beam_gaps *g, uintptr_t al)
         if (mt_proc_read(p - WORD, b, sizeof b) != 0) break;
         uintptr_t size = b[0] & BLK_SIZE;
         if (b[0] != HOMECOMING && (!(b[0] & BLK_FREE) || (b[0] & BLK_SBC) == BLK_SBC) &&
-            size > 3 * WORD && size <= BLK_MAX &&
+            size > 3 * WORD && size <= BLK_MAX && in_carrier(p - WORD, b[0], size) &&
             mt_beam_gap_add(g, p + 2 * WORD, p - WORD + size, MT_BEAM_GAP_DD) != 0)
             return -1;
         p = b[1];

@@ -40,8 +40,10 @@
  *   lock. Each block on a list gives the gap past its link, [block + 8, block + type_size),
  *   MT_BEAM_GAP_FIX; each block queued, the gap past its link and type to its end (its header's
  *   size), MT_BEAM_GAP_DD, but for a carrier queued to go home (its header says so), which is
- *   none. A list or queue is followed for MT_ALLOC_WALK_MAX links at most (a list for its count),
- *   and stops at a link that is NULL, misaligned or unreadable. Returns 0 (nothing added when no
+ *   none, and for a block that does not lie whole in a carrier of one of the VM's instances
+ *   (found by its header's offset; a queue read amiss then clears nothing it does not own).
+ *   A list or queue is followed for MT_ALLOC_WALK_MAX links at most (a list for its count), and
+ *   stops at a link that is NULL, misaligned or unreadable. Returns 0 (nothing added when no
  *   layout was learnt), or -1 when memory for the gaps cannot be mapped.
  */
 #ifndef MTRACE_BEAM_ALLOC_H
