@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "beam_regs.h"
 
+#include <pthread.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -16,18 +17,12 @@ static struct slot {
     uintptr_t tp, f0;
 } slots[SLOTS];
 
-static uintptr_t thread_pointer(void)
-{
-    uintptr_t tp;
-    __asm__("mov %%fs:0, %0" : "=r"(tp));
-    return tp;
-}
-
 int mt_beam_regs_note(const uint64_t *argv, unsigned arity, double f0)
 {
     uint64_t bits;
     memcpy(&bits, &f0, sizeof bits);
-    uintptr_t tp = thread_pointer(), f = 0, here = (uintptr_t)__builtin_frame_address(0);
+    /* the thread pointer as the world records it for a stopped thread (world.h) */
+    uintptr_t tp = (uintptr_t)pthread_self(), f = 0, here = (uintptr_t)__builtin_frame_address(0);
     /* argv on this thread's own stack, above this frame: the words up to the thread pointer are
      * then that stack's */
     if ((uintptr_t)argv <= here || (uintptr_t)argv >= tp) return -1;
@@ -38,7 +33,7 @@ int mt_beam_regs_note(const uint64_t *argv, unsigned arity, double f0)
             break;
         }
     }
-    if (!f || f >= tp || tp - f > MT_BEAM_REGS_NEAR_TOP || tp - f < MT_BEAM_FREGS * 8) return -1;
+    if (!f || tp - f > MT_BEAM_REGS_NEAR_TOP || tp - f < MT_BEAM_FREGS * 8) return -1;
     pid_t self = (pid_t)syscall(SYS_gettid);
     for (size_t i = 0; i < SLOTS; i++) {
         pid_t seen = __atomic_load_n(&slots[i].tid, __ATOMIC_ACQUIRE), none = 0;

@@ -21,8 +21,9 @@
  *   thread's own stack (above the caller's frame, below its thread pointer, which glibc keeps at
  *   the stack's top) and the double is found within MT_BEAM_REGS_SEARCH words above argv's arity
  *   and below the thread pointer, at a cache line, with the whole array below the thread pointer
- *   by at most MT_BEAM_REGS_NEAR_TOP. No malloc, no lock (a slot claimed by compare-and-swap); any
- * thread. Returns 0 when noted, -1 when not (a dirty scheduler's argv is a copy: nothing is noted).
+ *   by at most MT_BEAM_REGS_NEAR_TOP. No malloc, no lock (a slot claimed by compare-and-swap);
+ *   any thread. Returns 0 when noted, -1 when not (a dirty scheduler's argv is a copy: nothing is
+ *   noted).
  * - mt_beam_regs_gaps(g, world): with the other threads stopped, every noted thread that is
  *   among them, stopped, with the same thread pointer as when noted, gives the gap of its float
  *   registers (MT_BEAM_GAP_FREGS). mt_beam_gap_add's memory only. Returns 0, or -1 when memory
