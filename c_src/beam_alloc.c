@@ -20,17 +20,8 @@
 #define LIST_MAX 1000  /* ERTS_ALCU_FIX_MAX_LIST_SZ: blocks a list keeps at most */
 #define TYPE_MAX 65536 /* bytes of a type, at most (a Process: 760 to 776) */
 #define FIX_PREFIX "fix_"
-/* A block's header: its size in the bits below a multi-block carrier's offset, three flags; an
- * allocated block has the free flag clear, or all three (a single-block carrier's). */
-#define BLK_SIZE ((((uintptr_t)1 << 40) - 1) & ~(uintptr_t)7)
-#define BLK_FREE 1u
-#define BLK_SBC 7u
-#define BLK_MAX ((uintptr_t)1 << 36)
+#define BLK_MAX ((uintptr_t)1 << 36) /* bytes of a queued block, at most */
 #define HOMECOMING 5u /* the header of a carrier queued to go home: free and last, no size */
-/* A multi-block carrier's block counts, in its header's bits from MBC_OFFSET up, the 16 KiB
- * units from its carrier's start (OTP 25 to 27: the carrier starts on a page within that unit). */
-#define MBC_OFFSET 40
-#define MBC_UNIT 14
 
 /* ErtsAllocatorThrSpec_t: the instances of one allocator. */
 struct spec {
@@ -187,15 +178,14 @@ static int an_instance(uintptr_t v)
  * amiss never clears memory it does not own. */
 static int in_carrier(uintptr_t at, uintptr_t h, uintptr_t size)
 {
-    int sbc = (h & BLK_SBC) == BLK_SBC;
-    uintptr_t near = (sbc ? at : at - ((h >> MBC_OFFSET) << MBC_UNIT)) & ~(uintptr_t)(MT_PAGE - 1);
-    size_t pages = sbc ? 1 : ((size_t)1 << MBC_UNIT) / MT_PAGE;
+    int sbc = (h & MT_BLK_SBC) == MT_BLK_SBC;
+    uintptr_t near = sbc ? at : at - ((h >> MT_BLK_MBC_OFFSET) << MT_BLK_MBC_UNIT);
+    size_t pages = sbc ? 1 : ((size_t)1 << MT_BLK_MBC_UNIT) / MT_PAGE;
+    near &= ~(uintptr_t)(MT_PAGE - 1);
     for (size_t k = 0; k < pages && near >= k * MT_PAGE; k++) {
         uintptr_t c = near - k * MT_PAGE, w[4];
-        if (mt_proc_read(c, w, sizeof w) != 0) continue;
-        size_t bytes = mt_layout_carrier_size(w[0]);
-        if (bytes && !(w[0] & MT_CARRIER_SBC) == !sbc && an_instance(w[3] & ~(uintptr_t)7) &&
-            c < at && at + size <= c + bytes)
+        size_t bytes = mt_layout_carrier_head(c, sbc, w, mt_layout_read_proc, NULL);
+        if (bytes && an_instance(w[3] & ~(uintptr_t)7) && c < at && at + size <= c + bytes)
             return 1;
     }
     return 0;
@@ -214,8 +204,8 @@ static int queued(struct mt_beam_gaps *g, uintptr_t al)
         }
         uintptr_t b[2]; /* the block's header, its link */
         if (mt_proc_read(p - WORD, b, sizeof b) != 0) break;
-        uintptr_t size = b[0] & BLK_SIZE;
-        if (b[0] != HOMECOMING && (!(b[0] & BLK_FREE) || (b[0] & BLK_SBC) == BLK_SBC) &&
+        uintptr_t size = b[0] & MT_BLK_ALLOCATED_SIZE;
+        if (b[0] != HOMECOMING && (!(b[0] & MT_BLK_FREE) || (b[0] & MT_BLK_SBC) == MT_BLK_SBC) &&
             size > 3 * WORD && size <= BLK_MAX && in_carrier(p - WORD, b[0], size) &&
             mt_beam_gap_add(g, p + 2 * WORD, p - WORD + size, MT_BEAM_GAP_DD) != 0)
             return -1;

@@ -227,15 +227,7 @@ size_t mt_layout_port_reds(const uintptr_t *w, size_t n, uintptr_t at)
     return len && w[0] + len < end && name[len] == '\0' ? MT_PORT_REDS : 0;
 }
 
-/* A block's header word (erl_alloc_util.h): flags in bits 0 to 2 and 63 (an allocation tag); an
- * allocated block's size in bits 3 to 39 (its carrier's offset lies above), a free one's in all
- * the others. A free block's next word is its carrier's address, and its last its size. */
-#define BLK_FREE 1u
-#define BLK_PREV_FREE 2u
-#define BLK_LAST 4u
-#define BLK_FLAGS ((uintptr_t)7 | (uintptr_t)1 << 63)
-#define BLK_ALLOCATED_SIZE ((((uintptr_t)1 << 40) - 1) & ~(uintptr_t)7)
-#define BLK_MIN 32
+#define BLK_MIN 32              /* bytes of the smallest block */
 #define CARRIER_HEADER_MAX 1024 /* bytes before the first block: Carrier_t and a strategy's */
 
 /* The size in a carrier's first word: a whole number of pages, at least min; else 0. */
@@ -250,11 +242,18 @@ size_t mt_layout_carrier_size(uintptr_t head)
     return carrier_bytes(head, MT_CARRIER_SMALL);
 }
 
+size_t mt_layout_carrier_head(uintptr_t c, int sbc, uintptr_t w[4], mt_layout_read read, void *arg)
+{
+    if (!c || (c & (MT_PAGE - 1)) || read(c, w, 4 * sizeof *w, arg) != 0 ||
+        !(w[0] & MT_CARRIER_SBC) != !sbc)
+        return 0;
+    return carrier_bytes(w[0], MT_PAGE);
+}
+
 /* Whether the carrier at c is a single-block one of allocator al, its first words read into w. */
 static int sbc_of(uintptr_t c, uintptr_t al, uintptr_t w[4], mt_layout_read read, void *arg)
 {
-    return c && !(c & (MT_PAGE - 1)) && read(c, w, 4 * sizeof *w, arg) == 0 &&
-           (w[0] & MT_CARRIER_SBC) && carrier_bytes(w[0], MT_PAGE) && (w[3] & ~(uintptr_t)7) == al;
+    return mt_layout_carrier_head(c, 1, w, read, arg) && (w[3] & ~(uintptr_t)7) == al;
 }
 
 /* Whether the carrier a link of at's names links back to it (back 1: its next, 2: its prev). */
@@ -331,10 +330,11 @@ static size_t carrier_blocks(uintptr_t *w, size_t words, uintptr_t at, size_t k,
     int prev_free = 0;
     while (k < words) {
         uintptr_t h = w[k];
-        int is_free = h & BLK_FREE;
-        size_t size = is_free ? h & ~BLK_FLAGS : h & BLK_ALLOCATED_SIZE, n = size / sizeof *w;
-        if (size < BLK_MIN || n > words - k || !(h & BLK_PREV_FREE) != !prev_free ||
-            (is_free && (prev_free || w[k + 1] != at || (!(h & BLK_LAST) && w[k + n - 1] != size))))
+        int is_free = h & MT_BLK_FREE;
+        size_t size = is_free ? h & ~MT_BLK_FLAGS : h & MT_BLK_ALLOCATED_SIZE, n = size / sizeof *w;
+        if (size < BLK_MIN || n > words - k || !(h & MT_BLK_PREV_FREE) != !prev_free ||
+            (is_free &&
+             (prev_free || w[k + 1] != at || (!(h & MT_BLK_LAST) && w[k + n - 1] != size))))
             return 0;
         if (is_free) {
             free_bytes += size - 2 * sizeof *w;
@@ -342,7 +342,7 @@ static size_t carrier_blocks(uintptr_t *w, size_t words, uintptr_t at, size_t k,
         }
         k += n;
         prev_free = is_free;
-        if (h & BLK_LAST) return k == words ? free_bytes : 0;
+        if (h & MT_BLK_LAST) return k == words ? free_bytes : 0;
     }
     return 0;
 }
@@ -355,7 +355,7 @@ size_t mt_layout_carrier_free(uintptr_t *w, size_t n, uintptr_t at)
     size_t size = n ? mt_layout_carrier_size(w[0]) : 0, words = size / sizeof *w;
     if (!size || words > n) return 0;
     for (size_t k = 4; k < CARRIER_HEADER_MAX / sizeof *w; k++)
-        if (!(w[k] & BLK_PREV_FREE) && carrier_blocks(w, words, at, k, 0))
+        if (!(w[k] & MT_BLK_PREV_FREE) && carrier_blocks(w, words, at, k, 0))
             return carrier_blocks(w, words, at, k, 1);
     return 0;
 }

@@ -217,6 +217,20 @@ size_t mt_layout_ioqueue(const uintptr_t *w, size_t n, uintptr_t at, uint32_t *l
 #define MT_PORT_REDS_DATA ((uintptr_t)0xFFFFFFFF)
 size_t mt_layout_port_reds(const uintptr_t *w, size_t n, uintptr_t at);
 
+/* A block's header word in the VM's carriers (erl_alloc_util.h, OTP 25 to 27): flags in bits 0
+ * to 2 (this block free, the one before it free, the last of its carrier; all three: the block of
+ * a single-block carrier) and 63 (an allocation tag); an allocated block's size in bits 3 to 39,
+ * and above them, in a multi-block carrier, the 16 KiB units from its carrier's start (the carrier
+ * starts on a page within that unit); a free block's size in all the others. */
+#define MT_BLK_FREE 1u
+#define MT_BLK_PREV_FREE 2u
+#define MT_BLK_LAST 4u
+#define MT_BLK_SBC 7u
+#define MT_BLK_FLAGS ((uintptr_t)7 | (uintptr_t)1 << 63)
+#define MT_BLK_ALLOCATED_SIZE ((((uintptr_t)1 << 40) - 1) & ~(uintptr_t)7)
+#define MT_BLK_MBC_OFFSET 40
+#define MT_BLK_MBC_UNIT 14
+
 /* The free blocks of an ERTS multi-block carrier (OTP 25 to 27). A carrier starts with {its
  * size | flags, next, prev, allocator | flags, ...}; its blocks follow, each headed by a word of
  * its size and flags (this block free, the one before free, the last); a free block's next word
@@ -255,6 +269,11 @@ typedef int (*mt_layout_read)(uintptr_t a, void *to, size_t len, void *arg);
 int mt_layout_read_proc(uintptr_t a, void *to, size_t len, void *arg);
 int mt_layout_carrier_held(const uintptr_t head[4], uintptr_t at, mt_layout_read read, void *arg,
                            uintptr_t *scratch);
+
+/* The size of the carrier at c when its first words, read into w, are a carrier's header: its
+ * first word a whole number of pages with the flags of a single-block carrier or not, as sbc
+ * says; else 0 (as when they cannot be read). */
+size_t mt_layout_carrier_head(uintptr_t c, int sbc, uintptr_t w[4], mt_layout_read read, void *arg);
 
 /* The VM's allocator whose carrier holds addr, in the anonymous mapping [lo, hi), named as the
  * VM names it ("eheap_alloc": process heaps; "ets_alloc", "binary_alloc", ...) into name (len

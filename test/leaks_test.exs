@@ -487,16 +487,16 @@ defmodule Mtrace.LeaksTest do
     assert Enum.all?(busy, &(&1 == expected))
   end
 
-  test "in a node whose schedulers free each other's blocks, the queued ones are left out, and no block is reported" do
+  test "a node whose schedulers free each other's blocks under load reports no block" do
     # Three loops spawn processes that build a binary and a list and die: a block freed on a
     # scheduler that did not allocate it is queued to the allocator instance that did, which
     # frees it when it next runs (beam_alloc.h); the queued blocks are left out of the mark.
     # Twenty marks under that load: none reports a site (a quiet mark reports none), with binaries
-    # and NIF blocks taken from malloc; and in OTP 25 some of them find blocks queued (7 to 10 of
-    # 10 here; without the queue walk, none; once in CI, none of 10: the failure shows whether
-    # every thread stopped, as the walk needs, and the fix lists' bytes). OTP 27 queued nothing
-    # under this load in 20 marks of Debian 13's image, and 10 in CI: there only the first holds.
-    {otp, quiet, marks} =
+    # and NIF blocks taken from malloc. Whether a mark finds blocks queued is the schedulers' to
+    # say: OTP 25 did in 7 to 10 of 10 here, and in none of 20 in two CI runs; OTP 27 in none.
+    # why_test's queued-fragment test holds a queue still for its mark. The marks' figures
+    # ({queued, sites, every thread stopped, fix lists' bytes}) show in a failure.
+    {quiet, marks} =
       in_node(
         """
         {quiet, _} = Mtrace.leaks_info(min_age: 1)
@@ -512,7 +512,7 @@ defmodule Mtrace.LeaksTest do
         for _ <- 1..3, do: spawn(fn -> churn.(churn, 0) end)
         Process.sleep(1100)
         marks = for _ <- 1..20, do: Mtrace.leaks_info(min_age: 1)
-        {List.to_integer(:erlang.system_info(:otp_release)), length(quiet),
+        {length(quiet),
          for {sites, info} <- marks do
            {info.delayed_free_bytes, length(sites), info.threads_stopped == info.threads,
             info.fix_list_bytes}
@@ -523,9 +523,6 @@ defmodule Mtrace.LeaksTest do
 
     assert quiet == 0
     assert Enum.all?(marks, fn {_, sites, _, _} -> sites == 0 end), inspect(marks)
-
-    if otp < 27,
-      do: assert(Enum.any?(marks, fn {queued, _, _, _} -> queued > 0 end), inspect(marks))
   end
 
   test "bad options raise ArgumentError naming them" do

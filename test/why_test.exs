@@ -611,6 +611,36 @@ defmodule Mtrace.WhyTest do
     """)
   end
 
+  test "a block queued to the allocator instance of a scheduler that has not run since keeps nothing" do
+    # lose_in_queued_fragment/3: the only words that held three blocks lie in a message's heap
+    # fragment, freed on scheduler 2 and queued to scheduler 1's allocator instance, which frees
+    # it when it next runs (beam_alloc.h): scheduler 1 waits in a NIF meanwhile, so the mark finds
+    # it queued (delayed_free_bytes, some 18 KiB), its words past the link and type not read.
+    # Read, the fragment (in use by its header) kept the three blocks in every node.
+    all_found_in_a_node(fn ->
+      {lost, queued, why} =
+        node_result(
+          """
+          alias Mtrace.Test.Lost
+          m = Lost.mask()
+          Mtrace.leaks_info(min_age: 0)
+
+          Lost.lose_in_queued_fragment(48, 5000, fn masked ->
+            {sites, info} = Mtrace.leaks_info(blocks: true, min_age: 0, gc: false)
+            found = for s <- sites, do: Bitwise.bxor(s.address, m)
+            kept = Enum.reject(masked, &(&1 in found))
+            why = if kept != [], do: Mtrace.why(Bitwise.bxor(hd(kept), m), gc: false)
+            {3 - length(kept), info.delayed_free_bytes, why}
+          end)
+          """,
+          [{"LD_PRELOAD", mtrace_so()}, {"ERL_AFLAGS", "+S 2:2"}]
+        )
+
+      assert queued > 0, inspect({lost, why})
+      {lost, why}
+    end)
+  end
+
   test "a scheduler's stack below the frames it sleeps in keeps nothing" do
     # lose_in_sleeping_frames/1, in a process bound to a scheduler: the only words that held the
     # block lie in the 32 KiB of the scheduler's stack below the NIF's frame, where it lays the

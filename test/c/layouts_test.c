@@ -367,6 +367,29 @@ static int space_read(uintptr_t a, void *to, size_t len, void *arg)
     return -1;
 }
 
+/* A carrier's header, read where it should start: its size and its kind. */
+static void carrier_heads(void)
+{
+    const uintptr_t at = 0x7f0000100000;
+    uintptr_t c[4] = {0x40000 | 1, 0, 0, 0x550000001000 | 1}, w[4];
+    struct space s = {{{at, c, 4}}, 1};
+    check(mt_layout_carrier_head(at, 0, w, space_read, &s) == 0x40000 && w[3] == c[3],
+          "a multi-block carrier's header: its size, and its words read");
+    check(!mt_layout_carrier_head(at, 1, w, space_read, &s),
+          "a multi-block carrier is no single-block one");
+    c[0] = 0x40000 | MT_CARRIER_SBC | 1;
+    check(mt_layout_carrier_head(at, 1, w, space_read, &s) == 0x40000 &&
+              !mt_layout_carrier_head(at, 0, w, space_read, &s),
+          "a single-block carrier's header: its size, and only as one");
+    c[0] = 0x40100 | MT_CARRIER_SBC;
+    check(!mt_layout_carrier_head(at, 1, w, space_read, &s),
+          "a size that is no whole number of pages: no carrier");
+    c[0] = 0x40000 | MT_CARRIER_SBC;
+    check(!mt_layout_carrier_head(at + 8, 1, w, space_read, &s) &&
+              !mt_layout_carrier_head(at + 4096, 1, w, space_read, &s),
+          "no carrier where none starts on a page, nor where nothing can be read");
+}
+
 /* Single-block carriers on their allocator's list, and ones the VM let go of: let go of only when
  * the allocator's whole list leaves them out. The list head's place is learnt from the first
  * whole list seen, so the order of the checks matters. */
@@ -565,6 +588,7 @@ int main(void)
     binaries27();
     segments();
     carriers();
+    carrier_heads();
     released_carriers();
     free_blocks();
     ioqueues();

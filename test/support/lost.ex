@@ -42,6 +42,7 @@ defmodule Mtrace.Test.Lost do
   def free_heap_holds(_masked), do: :erlang.nif_error(:not_loaded)
   def lose_in_float_regs(_size), do: :erlang.nif_error(:not_loaded)
   def lose_in_text_tail(_size), do: :erlang.nif_error(:not_loaded)
+  def hold_scheduler(_ms), do: :erlang.nif_error(:not_loaded)
 
   # A process whose heap holds, in its unused part between the heap top and the stack, the only
   # word with a lost block's address: an 8-byte heap binary made high on its heap, dead at once,
@@ -73,6 +74,62 @@ defmodule Mtrace.Test.Lost do
     receive do
       {^pid, masked, held, result} -> {pid, masked, held, result}
     end
+  end
+
+  # Three lost blocks of size bytes whose only words lie in a message's heap fragment: allocated on
+  # scheduler 1 (its sender's instance of eheap_alloc, the receiver's messages being off its heap)
+  # and freed on scheduler 2 by its receiver's collection, so queued to scheduler 1's instance,
+  # which frees it when it next runs. Scheduler 1 waits meanwhile in hold_scheduler(ms);
+  # then.(the addresses xor mask) runs on scheduler 2 once the fragment is freed, and what it
+  # returns is returned.
+  def lose_in_queued_fragment(size, ms, then) do
+    parent = self()
+
+    run = fn ->
+      me = self()
+
+      # The message is taken only once the sender holds: taken, its fragment's size starts a
+      # collection, which frees it.
+      receiver = fn ->
+        receive do: (:drop -> :ok)
+        receive do: ({:fragment, _} -> :ok)
+        :erlang.garbage_collect()
+        send(me, :dropped)
+        receive do: (:stop -> :ok)
+      end
+
+      to = :erlang.spawn_opt(receiver, [{:scheduler, 2}, {:message_queue_data, :off_heap}])
+      masked = lose_masked(3, size)
+
+      sender = fn ->
+        send(to, {:fragment, [words(masked) | Enum.to_list(1..1000)]})
+        :erlang.garbage_collect()
+        send(me, :holding)
+        hold_scheduler(ms)
+      end
+
+      :erlang.spawn_opt(sender, [{:scheduler, 1}])
+      receive do: (:holding -> :ok)
+      # the sender in hold_scheduler/1 by then
+      Process.sleep(100)
+      send(to, :drop)
+      receive do: (:dropped -> :ok)
+      result = then.(masked)
+      send(to, :stop)
+      send(parent, {self(), result})
+    end
+
+    pid = :erlang.spawn_opt(run, [{:scheduler, 2}])
+    receive do: ({^pid, result} -> result)
+  end
+
+  # One heap binary of the three addresses (a binary built in steps would be a growing one, off
+  # the heap).
+  defp words([x1, x2, x3]) do
+    m = mask()
+
+    <<Bitwise.bxor(x1, m)::native-64, Bitwise.bxor(x2, m)::native-64,
+      Bitwise.bxor(x3, m)::native-64>>
   end
 
   # A process with an old heap (two minor collections promote its list), whose old heap's unused

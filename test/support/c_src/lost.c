@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <erl_nif.h>
+#include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #define NAMED __attribute__((noinline))
@@ -1119,6 +1121,20 @@ static ERL_NIF_TERM lose_in_fix_list(ErlNifEnv *env, int argc, const ERL_NIF_TER
     return f.v.masked ? enif_make_uint64(env, f.v.masked) : enif_make_badarg(env);
 }
 
+/* hold_scheduler(ms): keeps the calling scheduler in this NIF for ms milliseconds (at most 10 s):
+ * it runs nothing else meanwhile, nor frees the blocks that other threads queue to its allocator
+ * instances. */
+static ERL_NIF_TERM hold_scheduler(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    unsigned ms;
+    (void)argc;
+    if (!enif_get_uint(env, argv[0], &ms) || ms > 10000) return enif_make_badarg(env);
+    struct timespec left = {ms / 1000, (long)(ms % 1000) * 1000000};
+    while (nanosleep(&left, &left) != 0 && errno == EINTR)
+        ;
+    return ok(env);
+}
+
 /* lose_in_sleeping_frames(size): a block of size bytes whose address only the dead part of the
  * scheduler's stack holds, 32 KiB of it below this NIF's frame: where the scheduler lays the frames
  * it next sleeps in, whose unwritten slots keep the word. Returns the address xor MASK.
@@ -1787,6 +1803,7 @@ static ErlNifFunc funcs[] = {
     {"lose_in_altstack", 1, lose_in_altstack, 0},
     {"lose_in_fix_list", 2, lose_in_fix_list, 0},
     {"lose_in_sleeping_frames", 1, lose_in_sleeping_frames, 0},
+    {"hold_scheduler", 1, hold_scheduler, 0},
     {"dead_stack_holds", 1, dead_stack_holds, 0},
     {"lose_in_dirty_frames", 2, lose_in_dirty_frames, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"dirty_frames_hold", 1, dirty_frames_hold, 0},
