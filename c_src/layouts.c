@@ -14,17 +14,39 @@
 /* BIN_FLAG_MAGIC */
 #define BINARY_MAGIC 1
 
-size_t mt_layout_pointer_range(const uintptr_t *w, size_t len, uintptr_t at, size_t *first)
+/* The length of a block asked for n bytes, as the mark reads it: n rounded down to words (a
+ * record's), or glibc's usable size (a block without one). */
+static size_t block_len(size_t n, int untold)
 {
-    size_t o = ((at + MT_DLFO_ALIGN - 1) & ~(uintptr_t)(MT_DLFO_ALIGN - 1)) - at;
-    *first = 0;
-    /* len is the block's size rounded down to words: its last word's bytes may hold data too */
-    if (len >= MT_BINARY27_HEADER && !(w[0] & BINARY_MAGIC) &&
-        mt_layout_binary27_live(w, len - MT_BINARY27_HEADER + sizeof *w - 1) &&
-        ((MT_BINARY27_HEADER + w[3]) & ~(uintptr_t)(sizeof *w - 1)) == len) {
+    return untold ? mt_chunk_size(n) - sizeof(size_t) : n & ~(sizeof(uintptr_t) - 1);
+}
+
+/* Where the bytes of an off-heap Binary that is no magic one end in the block, rounded down to
+ * words, when the block is one (*first: its first word that may hold a pointer); else 0. */
+static size_t binary_end(const uintptr_t *w, size_t len, int untold, size_t *first)
+{
+    /* len is rounded down to words: its last word's bytes may hold data too */
+    size_t room = len + sizeof *w - 1, words = ~(sizeof *w - 1);
+    if (len < MT_BINARY_HEADER || (w[0] & BINARY_MAGIC)) return 0;
+    if (len >= MT_BINARY27_HEADER && mt_layout_binary27_live(w, room - MT_BINARY27_HEADER) &&
+        block_len(MT_BINARY27_HEADER + w[3], untold) == len) {
         *first = 2 * sizeof *w;
-        return len;
+        return (MT_BINARY27_HEADER + w[3]) & words;
     }
+    if (untold && mt_layout_binary_live(w, 0, room - MT_BINARY_HEADER) &&
+        block_len(MT_BINARY_HEADER + w[2], untold) == len) {
+        *first = MT_BINARY_HEADER;
+        return (MT_BINARY_HEADER + w[2]) & words;
+    }
+    return 0;
+}
+
+size_t mt_layout_pointer_range(const uintptr_t *w, size_t len, uintptr_t at, int untold,
+                               size_t *first)
+{
+    size_t o = ((at + MT_DLFO_ALIGN - 1) & ~(uintptr_t)(MT_DLFO_ALIGN - 1)) - at, end;
+    *first = 0;
+    if ((end = binary_end(w, len, untold, first))) return end;
     if (o + MT_DLFO_HEADER + MT_DLFO_ENTRY > len) return len;
     const uintptr_t *h = w + o / sizeof *w, *e = h + MT_DLFO_HEADER / sizeof *w;
     size_t size = h[2], allocated = h[3];

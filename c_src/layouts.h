@@ -20,15 +20,21 @@
 #include <stdint.h>
 
 /* Which of the len bytes of the block at `at` (w: a copy of them; len is the block's size rounded
- * down to whole words, as the mark reads it) can hold pointers: from *first
- * to the offset returned. All of them, but in an OTP 27 Binary that is no magic one (its
- * header's flags and unwritten word: a literal's kept a lost C++ buffer; taken when its original
- * size makes the block's, as mt_layout_binary27_live() says), and in a segment of the loader's
- * _dl_find_object (platform.h), which were never written: the bytes before its 128-byte boundary,
- * and its entries past those in use. A block is taken for one only when its header says so (to_free
- * is the block, size <= allocated, all within the block) and its first entry is a loaded object's
- * range, as _dl_find_object says. */
-size_t mt_layout_pointer_range(const uintptr_t *w, size_t len, uintptr_t at, size_t *first);
+ * down to whole words, as the mark reads it, or glibc's usable size when untold: a block without
+ * a record) can hold pointers: from *first to the offset returned. All of them, but:
+ * - in an OTP 27 Binary that is no magic one, its header's flags and unwritten word (a literal's
+ *   kept a lost C++ buffer), taken when its original size makes the block's size;
+ * - in a block without a record that is such a Binary, or OTP 25 and 26's ({flags, count,
+ *   original size}), whose header and original size make its usable size: the bytes past its
+ *   own, which the VM never writes (those of a literal's and of a loaded module's kept lost
+ *   binaries in nodes without the preload), and the last word of its bytes that is partly past
+ *   them;
+ * - in a segment of the loader's _dl_find_object (platform.h), which were never written: the
+ *   bytes before its 128-byte boundary, and its entries past those in use. A block is taken for
+ *   one only when its header says so (to_free is the block, size <= allocated, all within the
+ *   block) and its first entry is a loaded object's range, as _dl_find_object says. */
+size_t mt_layout_pointer_range(const uintptr_t *w, size_t len, uintptr_t at, int untold,
+                               size_t *first);
 
 /* An Erlang ProcBin of OTP 25 and 26, a reference to an off-heap binary in the VM's memory: a
  * thing word (arity 5, subtag REFC_BINARY), the binary's size, the next ProcBin, val (the

@@ -627,8 +627,10 @@ static void drain(struct ctx *c)
             }
             mt_beam_gaps_clear(&c->gaps, local[j].iov_base, local[j].iov_len,
                                (uintptr_t)remote[j].iov_base, &c->r->left);
-            size_t first, end = mt_layout_pointer_range(local[j].iov_base, local[j].iov_len,
-                                                        (uintptr_t)remote[j].iov_base, &first);
+            int untold = c->s->rec[idx[j]].stack == MT_SNAPSHOT_UNRECORDED;
+            size_t first,
+                end = mt_layout_pointer_range(local[j].iov_base, local[j].iov_len,
+                                              (uintptr_t)remote[j].iov_base, untold, &first);
             scan_words(c, (const char *)local[j].iov_base + first, end - first,
                        (uintptr_t)remote[j].iov_base + first);
             c->untag = 0;

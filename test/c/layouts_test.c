@@ -144,15 +144,15 @@ static void segments(void)
     e[1] = (uintptr_t)self.dlfo_map_end;
     e[2] = (uintptr_t)self.dlfo_link_map;
     size_t first;
-    check(mt_layout_pointer_range(w, len, at, &first) == o + MT_DLFO_HEADER + MT_DLFO_ENTRY,
+    check(mt_layout_pointer_range(w, len, at, 0, &first) == o + MT_DLFO_HEADER + MT_DLFO_ENTRY,
           "a segment is read as far as its entries in use");
     check(first == o, "from its 128-byte boundary: the bytes before it were never written");
     h[1] = at + 16;
-    check(mt_layout_pointer_range(w, len, at, &first) == len && first == 0,
+    check(mt_layout_pointer_range(w, len, at, 0, &first) == len && first == 0,
           "one whose to_free is not the block: whole");
     h[1] = at;
     e[1]++;
-    check(mt_layout_pointer_range(w, len, at, &first) == len && first == 0,
+    check(mt_layout_pointer_range(w, len, at, 0, &first) == len && first == 0,
           "one whose entry is no object's: whole");
 }
 
@@ -161,20 +161,52 @@ static void binary27_blocks(void)
 {
     uintptr_t b[4 + 5] = {0, 0x7f0012345678, 1, 40}, at = 0x1000;
     size_t first;
-    check(mt_layout_pointer_range(b, 72, at, &first) == 72 && first == 16,
+    check(mt_layout_pointer_range(b, 72, at, 0, &first) == 72 && first == 16,
           "a Binary of 40 bytes is read from its count on");
-    check(mt_layout_pointer_range(b, 64, at, &first) == 64 && first == 0,
+    check(mt_layout_pointer_range(b, 64, at, 0, &first) == 64 && first == 0,
           "a block its size does not make is read whole");
     b[3] = 47;
-    check(mt_layout_pointer_range(b, 72, at, &first) == 72 && first == 16,
+    check(mt_layout_pointer_range(b, 72, at, 0, &first) == 72 && first == 16,
           "a Binary of 47 bytes, its block's size rounded down to 72, from its count on");
     b[3] = 48;
-    check(mt_layout_pointer_range(b, 72, at, &first) == 72 && first == 0,
+    check(mt_layout_pointer_range(b, 72, at, 0, &first) == 72 && first == 0,
           "a Binary of 48 bytes in 72 is no Binary: read whole");
     b[3] = 40;
     b[0] = 1;
-    check(mt_layout_pointer_range(b, 72, at, &first) == 72 && first == 0,
+    check(mt_layout_pointer_range(b, 72, at, 0, &first) == 72 && first == 0,
           "a magic binary is read whole");
+}
+
+/* Binaries in blocks without a record, read to glibc's usable size: their bytes past their own
+ * are not read, nor the word they end in. */
+static void untold_binaries(void)
+{
+    uintptr_t b[4 + 16] = {0, 1, 105}, at = 0x1000;
+    size_t first;
+    check(mt_layout_pointer_range(b, 136, at, 1, &first) == 128 && first == MT_BINARY_HEADER,
+          "an OTP 25 Binary of 105 bytes in 136: its bytes, but for the word they end in");
+    check(mt_layout_pointer_range(b, 136, at, 0, &first) == 136 && first == 0,
+          "the same with a record (read to its request's size): whole");
+    b[2] = 1788;
+    check(mt_layout_pointer_range(b, 136, at, 1, &first) == 136 && first == 0,
+          "an original size the block cannot hold: whole");
+    b[2] = 88;
+    check(mt_layout_pointer_range(b, 136, at, 1, &first) == 136 && first == 0,
+          "a Binary whose size makes a smaller block (glibc's 120 bytes): whole");
+    b[2] = 112;
+    check(mt_layout_pointer_range(b, 136, at, 1, &first) == 136 && first == MT_BINARY_HEADER,
+          "one of 112 bytes, whose 136 it fills: all its bytes");
+    b[2] = 105;
+    b[1] = 0;
+    check(mt_layout_pointer_range(b, 136, at, 1, &first) == 136 && first == 0,
+          "a count of 0 is no live Binary's: whole");
+    b[1] = 1;
+    b[0] = 1;
+    check(mt_layout_pointer_range(b, 136, at, 1, &first) == 136 && first == 0,
+          "a magic binary: whole");
+    uintptr_t b27[4 + 16] = {0, 0x7f0012345678, 1, 97};
+    check(mt_layout_pointer_range(b27, 136, at, 1, &first) == 128 && first == 16,
+          "an OTP 27 Binary of 97 bytes in 136: its bytes, but for the word they end in");
 }
 
 /* A port's output queue as ERTS lays it out, its vectors inline: one entry queued (the second),
@@ -581,6 +613,7 @@ int main(void)
     funs();
     atoms();
     binary27_blocks();
+    untold_binaries();
     heap_binaries();
     heap_bitstrings();
     text_ends();

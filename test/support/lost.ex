@@ -43,6 +43,7 @@ defmodule Mtrace.Test.Lost do
   def lose_in_float_regs(_size), do: :erlang.nif_error(:not_loaded)
   def lose_in_text_tail(_size), do: :erlang.nif_error(:not_loaded)
   def hold_scheduler(_ms), do: :erlang.nif_error(:not_loaded)
+  def lose_in_binary_tail(_size), do: :erlang.nif_error(:not_loaded)
 
   # A process whose heap holds, in its unused part between the heap top and the stack, the only
   # word with a lost block's address: an 8-byte heap binary made high on its heap, dead at once,

@@ -1121,6 +1121,41 @@ static ERL_NIF_TERM lose_in_fix_list(ErlNifEnv *env, int argc, const ERL_NIF_TER
     return f.v.masked ? enif_make_uint64(env, f.v.masked) : enif_make_badarg(env);
 }
 
+/* lose_in_binary_tail(size): a block of size bytes whose address only the last word of a live
+ * off-heap binary's block holds, in a node whose binaries come from malloc (+MBe false): the
+ * binary is 105 bytes, so that its last byte begins the block's last word (OTP 25's header is 24
+ * bytes, OTP 27's 32) and the bytes after it, up to glibc's usable size, are ones the VM never
+ * writes. The last byte is the address's low one. Returns {the binary, the address xor MASK,
+ * the binary's bytes' address xor MASK}. */
+struct in_tail {
+    struct in_vm v;
+    ErlNifBinary bin;
+    int made;
+};
+
+static void make_in_binary_tail(void *arg)
+{
+    struct in_tail *t = arg;
+    if (!enif_alloc_binary(105, &t->bin)) return;
+    memset(t->bin.data, 1, t->bin.size); /* no text: a string's end is another rule (layouts.h) */
+    uintptr_t p = (uintptr_t)masked_block(t->v.size);
+    memcpy(t->bin.data + 104, &p, sizeof p);
+    t->v.masked = (uint64_t)p ^ MASK;
+    t->made = 1;
+}
+
+static ERL_NIF_TERM lose_in_binary_tail(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    struct in_tail t = {{0, 0}, {0}, 0};
+    (void)argc;
+    if (!enif_get_uint(env, argv[0], &t.v.size)) return enif_make_badarg(env);
+    deep(make_in_binary_tail, &t, DEPTH);
+    if (!t.made) return enif_make_badarg(env);
+    uint64_t data = (uint64_t)(uintptr_t)t.bin.data ^ MASK;
+    return enif_make_tuple3(env, enif_make_binary(env, &t.bin), enif_make_uint64(env, t.v.masked),
+                            enif_make_uint64(env, data));
+}
+
 /* hold_scheduler(ms): keeps the calling scheduler in this NIF for ms milliseconds (at most 10 s):
  * it runs nothing else meanwhile, nor frees the blocks that other threads queue to its allocator
  * instances. */
@@ -1804,6 +1839,7 @@ static ErlNifFunc funcs[] = {
     {"lose_in_fix_list", 2, lose_in_fix_list, 0},
     {"lose_in_sleeping_frames", 1, lose_in_sleeping_frames, 0},
     {"hold_scheduler", 1, hold_scheduler, 0},
+    {"lose_in_binary_tail", 1, lose_in_binary_tail, 0},
     {"dead_stack_holds", 1, dead_stack_holds, 0},
     {"lose_in_dirty_frames", 2, lose_in_dirty_frames, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"dirty_frames_hold", 1, dirty_frames_hold, 0},
