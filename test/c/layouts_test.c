@@ -181,32 +181,38 @@ static void binary27_blocks(void)
  * are not read, nor the word they end in. */
 static void untold_binaries(void)
 {
-    uintptr_t b[4 + 16] = {0, 1, 105}, at = 0x1000;
-    size_t first;
-    check(mt_layout_pointer_range(b, 136, at, 1, &first) == 128 && first == MT_BINARY_HEADER,
-          "an OTP 25 Binary of 105 bytes in 136: its bytes, but for the word they end in");
-    check(mt_layout_pointer_range(b, 136, at, 0, &first) == 136 && first == 0,
-          "the same with a record (read to its request's size): whole");
-    b[2] = 1788;
-    check(mt_layout_pointer_range(b, 136, at, 1, &first) == 136 && first == 0,
-          "an original size the block cannot hold: whole");
-    b[2] = 88;
-    check(mt_layout_pointer_range(b, 136, at, 1, &first) == 136 && first == 0,
-          "a Binary whose size makes a smaller block (glibc's 120 bytes): whole");
-    b[2] = 112;
-    check(mt_layout_pointer_range(b, 136, at, 1, &first) == 136 && first == MT_BINARY_HEADER,
-          "one of 112 bytes, whose 136 it fills: all its bytes");
-    b[2] = 105;
-    b[1] = 0;
-    check(mt_layout_pointer_range(b, 136, at, 1, &first) == 136 && first == 0,
-          "a count of 0 is no live Binary's: whole");
-    b[1] = 1;
-    b[0] = 1;
-    check(mt_layout_pointer_range(b, 136, at, 1, &first) == 136 && first == 0,
-          "a magic binary: whole");
-    uintptr_t b27[4 + 16] = {0, 0x7f0012345678, 1, 97};
-    check(mt_layout_pointer_range(b27, 136, at, 1, &first) == 128 && first == 16,
-          "an OTP 27 Binary of 97 bytes in 136: its bytes, but for the word they end in");
+    static const struct {
+        uintptr_t head[4];
+        int untold;
+        size_t end, first;
+        const char *what;
+    } cases[] = {
+        {{0, 1, 105},
+         1,
+         128,
+         MT_BINARY_HEADER,
+         "an OTP 25 Binary of 105 bytes in 136: its bytes, but for the word they end in"},
+        {{0, 1, 105}, 0, 136, 0, "the same with a record (read to its request's size): whole"},
+        {{0, 1, 1788}, 1, 136, 0, "an original size the block cannot hold: whole"},
+        {{0, 1, 88}, 1, 136, 0, "a Binary whose size makes a smaller block (glibc's 120): whole"},
+        {{0, 1, 112}, 1, 136, MT_BINARY_HEADER, "one of 112 bytes, whose 136 it fills: all of it"},
+        {{0, 0, 105}, 1, 136, 0, "a count of 0 is no live Binary's: whole"},
+        {{1, 1, 105}, 1, 136, 0, "a magic binary: whole"},
+        {{0, 0x7f0012345678, 1, 97},
+         1,
+         128,
+         16,
+         "an OTP 27 Binary of 97 bytes in 136: its bytes, but for the word they end in"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        uintptr_t b[136 / sizeof(uintptr_t)] = {0};
+        size_t first;
+        memcpy(b, cases[i].head, sizeof cases[i].head);
+        check(mt_layout_pointer_range(b, sizeof b, 0x1000, cases[i].untold, &first) ==
+                      cases[i].end &&
+                  first == cases[i].first,
+              cases[i].what);
+    }
 }
 
 /* A port's output queue as ERTS lays it out, its vectors inline: one entry queued (the second),
