@@ -313,6 +313,12 @@ static int jit_bits(struct ctx *c, const uintptr_t *w, uintptr_t at)
     return 1;
 }
 
+/* Whether the block being read (c->self) has no record: it is read to its usable size. */
+static int untold(const struct ctx *c)
+{
+    return c->self != MT_SNAPSHOT_NONE && c->s->rec[c->self].stack == MT_SNAPSHOT_UNRECORDED;
+}
+
 /* The words of p, a copy of len bytes from address at. */
 static void scan_words(struct ctx *c, const void *p, size_t len, uintptr_t at)
 {
@@ -321,7 +327,7 @@ static void scan_words(struct ctx *c, const void *p, size_t len, uintptr_t at)
     size_t padded = SIZE_MAX;
     uintptr_t data = 0, text;
     /* a block without a record is read to its usable size: its strings' ends are told */
-    int untold = c->self != MT_SNAPSHOT_NONE && c->s->rec[c->self].stack == MT_SNAPSHOT_UNRECORDED;
+    int ends = untold(c);
     for (size_t k = 0, n = len / sizeof *w; k < n; k++) {
         uint32_t live;
         size_t last;
@@ -330,7 +336,7 @@ static void scan_words(struct ctx *c, const void *p, size_t len, uintptr_t at)
             consider(c, w[k] & data, at + k * sizeof *w);
             continue;
         }
-        if (untold && k && MT_LAYOUT_TEXT_LAST(w[k - 1]) &&
+        if (ends && k && MT_LAYOUT_TEXT_LAST(w[k - 1]) &&
             (text = mt_layout_text_end(w, k)) != UINTPTR_MAX) {
             consider(c, w[k] & text, at + k * sizeof *w);
             continue;
@@ -627,10 +633,9 @@ static void drain(struct ctx *c)
             }
             mt_beam_gaps_clear(&c->gaps, local[j].iov_base, local[j].iov_len,
                                (uintptr_t)remote[j].iov_base, &c->r->left);
-            int untold = c->s->rec[idx[j]].stack == MT_SNAPSHOT_UNRECORDED;
             size_t first,
                 end = mt_layout_pointer_range(local[j].iov_base, local[j].iov_len,
-                                              (uintptr_t)remote[j].iov_base, untold, &first);
+                                              (uintptr_t)remote[j].iov_base, untold(c), &first);
             scan_words(c, (const char *)local[j].iov_base + first, end - first,
                        (uintptr_t)remote[j].iov_base + first);
             c->untag = 0;
