@@ -836,7 +836,7 @@ static ERL_NIF_TERM stacks_matching(ErlNifEnv *env, int argc, const ERL_NIF_TERM
 /* frames(stack_ids, demangle) -> one list per id of {address, path | nil, name | nil,
  * offset | nil, file | nil, line | nil, inlined, unloaded, erlang}, a tuple per function (inlined
  * ones first, with their caller's address); unloaded is false, true, or maybe (symbols.h's
- * REPLACED, with path nil); erlang is true for JIT code named by the perf map (path nil). */
+ * REPLACED, with path nil); erlang is true for JIT code, named (path nil). */
 static ERL_NIF_TERM frames(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     ERL_NIF_TERM list = argv[0], head, *out;

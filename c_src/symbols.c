@@ -1,6 +1,6 @@
 /* symbols.c: the symbolizer's seam (see symbols.h): which module an address of a stack was in,
- * the backends asked about it (symbols_elf.c, symbols_dwarf.c; symbols_perf.c for JIT code in
- * none), and the caches.
+ * the backends asked about it (symbols_elf.c, symbols_dwarf.c; symbols_jit.c, then
+ * symbols_perf.c, for JIT code in none), and the caches.
  *
  * Module records are never freed: an unloaded module keeps its record (its range and the walks
  * that saw it) so that old stacks are still told apart from the modules loaded after it, and
@@ -380,10 +380,13 @@ static int lookup(uint64_t when, uintptr_t ip, int mode, struct mt_frame_info *o
     refresh();
     struct module *m = resolve(when, a, &state);
     if (!m && state == MT_FRAME_LOADED) {
-        mt_perf_refresh(clock_fn);
-        const char *name = mt_perf_name(when, ip);
-        out[0] = (struct mt_frame_info){.function = name, .erlang = !!name};
         n = 1;
+        mt_jit_refresh(clock_fn);
+        if (!mt_jit_frame(when, ip, out)) {
+            mt_perf_refresh(clock_fn);
+            const char *name = mt_perf_name(when, ip);
+            out[0] = (struct mt_frame_info){.function = name, .erlang = !!name};
+        }
     } else if (!m) {
         out[0] = (struct mt_frame_info){.unloaded = state};
         n = 1;

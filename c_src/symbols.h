@@ -7,12 +7,14 @@
  *   so that nothing it allocates is traced, and run it after they have copied records out of the
  *   live table; it is never called while other threads are stopped.
  * - Thread safe: one mutex guards the module history and the caches.
- * - Code in no module is the BEAM's JIT code: it is named from the BEAM's perf map
- *   (/tmp/perf-<pid>.map, written when the node runs with +JPperf map), read again when it has
- *   grown (symbols_perf.c): "Mod:fun/arity" as the BEAM writes it, with erlang set. Where code
- *   was purged and other code loaded at its address, the latest line that may have been there
- *   when the stack was made names it: a stack made before the reload, read only after it, may
- *   get the new code's name.
+ * - Code in no module is the BEAM's JIT code: it is named, with its Erlang file and line, from
+ *   the modules the VM registers for a debugger (the GDB JIT interface, symbols_jit.c: walked
+ *   again when its list changed, each module's entry read the first time it is asked about),
+ *   else from the BEAM's perf map (/tmp/perf-<pid>.map, written when the node runs with
+ *   +JPperf map), read again when it has grown (symbols_perf.c): "Mod:fun/arity" as the BEAM
+ *   writes it, with erlang set. Where code was purged and other code loaded at its address, the
+ *   latest module or line that may have been there when the stack was made names it: a stack
+ *   made before the reload, read only after it, may get the new code's name.
  * - Two backends behind one answer for native code. Function names come from the ELF .symtab
  *   (static functions included), else .dynsym with the .symtab of a .gnu_debugdata section
  *   (MiniDebugInfo); the function an address is in keeps its symbol table name, DWARF's when
@@ -64,7 +66,7 @@ struct mt_frame_info {
     int line;         /* 0 with file NULL */
     int inlined;      /* inlined into the next frame, which has the same ip */
     int unloaded;     /* MT_FRAME_*: the module is loaded, unloaded since, or not known */
-    int erlang;       /* JIT code named by the perf map: function is its name, path NULL */
+    int erlang;       /* JIT code, named: function is its name, path NULL */
 };
 
 /* The most frames one address expands to; deeper inline chains keep their innermost frames

@@ -1,4 +1,5 @@
-/* symbols_backend.h: the symbolizer's backends behind symbols.c (ELF, DWARF, the BEAM's perf map),
+/* symbols_backend.h: the symbolizer's backends behind symbols.c (ELF, DWARF; for the BEAM's JIT
+ * code, the VM's debugger entries and its perf map),
  * private to it.
  *
  * Contract
@@ -60,6 +61,19 @@ int mt_dwarf_frames(struct mt_dwarf *d, uintptr_t a, int demangle, struct mt_fra
  * "-CodeInfoPrologue" suffix, interned; NULL when no line covers a. */
 void mt_perf_refresh(uint64_t (*clock)(void));
 const char *mt_perf_name(uint64_t when, uintptr_t a);
+
+/* The name of a JIT range as a frame has it, interned: the perf map's leading '$' and the
+ * "-CodeInfoPrologue" suffix (such a range holds the function's header, and a NIF's call) taken
+ * off, in place. */
+const char *mt_jit_name_clean(char *name);
+
+/* The BEAM's JIT code as the VM registers it for a debugger (symbols_jit.c). mt_jit_refresh
+ * walks the registered modules again when the list changed, dated by clock (NULL: every module
+ * taken as there before any stack). mt_jit_frame: 1 and *out (function, file and line, erlang
+ * set) for the JIT range at process address a (a return address as it is) when stack `when`
+ * was made, from the latest module that may have been there then; 0 when none covers a. */
+void mt_jit_refresh(uint64_t (*clock)(void));
+int mt_jit_frame(uint64_t when, uintptr_t a, struct mt_frame_info *out);
 
 /* cplus_demangle's answer, or NULL; malloc'd. */
 char *mt_demangle(const char *name);

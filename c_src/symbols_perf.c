@@ -42,8 +42,7 @@ static int by_start(const void *a, const void *b)
     return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
-/* "-CodeInfoPrologue" ranges hold the function's header (and a NIF's call): they name it. */
-static const char *clean(char *name)
+const char *mt_jit_name_clean(char *name)
 {
     static const char prologue[] = "-CodeInfoPrologue";
     size_t n = strlen(name), p = sizeof prologue - 1;
@@ -69,7 +68,7 @@ static size_t parse(char *buf, size_t len, uint64_t before)
             lines = t;
             lines_cap = cap;
         }
-        const char *name = clean(rest);
+        const char *name = mt_jit_name_clean(rest);
         if (!name) continue;
         lines[nlines] = (struct line){lo, lo + size, name, before, nlines};
         nlines++;

@@ -31,8 +31,8 @@ defmodule Mtrace do
   @typedoc """
   A frame: the library's path and the name of the function its code is in (`nil` when it has
   none); functions inlined there are not listed (`Mtrace.Frame` has them). An Erlang function
-  (`MTRACE_UNWIND=erlang`, or the first JIT frame of a node started with `+JPperf map`) is
-  `{:erlang, "Mod:fun/arity"}`, as the BEAM's perf map writes it (`"'Elixir.MyApp':put/3"`).
+  (`MTRACE_UNWIND=erlang`, or the first JIT frame of a NIF's stack) is
+  `{:erlang, "Mod:fun/arity"}`, as the BEAM names its code (`"'Elixir.MyApp':put/3"`).
   """
   @type frame ::
           {library :: String.t(), symbol :: String.t() | nil}
@@ -1116,7 +1116,7 @@ defmodule Mtrace do
     * `:erlang_frames` - whether stacks go on through the Erlang functions that called a NIF:
       `:on` (`MTRACE_UNWIND=erlang` in a node started with `+JPperf map`); `:no_perf_map` (the
       mode is on, but the node was started without `+JPperf map`: the JIT keeps no frame
-      pointers and writes no names, so a NIF's stack ends at its first JIT frame, unnamed, and
+      pointers, so a NIF's stack ends at its first JIT frame (`global::call_nif_shared`), and
       `group: :erlang` and `erlang:` find nothing); `:no_jit` (an emulator without the JIT);
       `:off` (another unwinding mode).
 

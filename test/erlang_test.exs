@@ -175,7 +175,7 @@ defmodule Mtrace.ErlangTest do
       )
 
     assert {6001, "(Erlang caller unknown)"} in sites
-    assert {6002, "Mtrace.Test.Chain.c/1"} in sites
+    assert {6002, "Mtrace.Test.Chain.c/1 (chain.ex:11)"} in sites
   end
 
   test "a node started without +JPperf map says what is lost, whatever file is at its map's path" do
@@ -195,7 +195,24 @@ defmodule Mtrace.ErlangTest do
       )
 
     assert stats.erlang_frames == :no_perf_map
-    assert frames == []
+    # The stack ends at its first JIT frame, which the VM's debugger entries name.
+    assert frames == [{nil, "global::call_nif_shared", nil}]
+  end
+
+  test "JIT code is named, with the Erlang source line, from the entries the VM makes for a debugger" do
+    source = """
+    _ = Chain.a(7101)
+    site = Enum.find(Mtrace.top(1_000_000), &(&1.bytes == 7101))
+    for %{kind: :erlang} = f <- site.stack, do: {f.function, f.file && Path.basename(f.file), f.line}
+    """
+
+    # A node with the defaults: no perf map, and a NIF's stack ends at the JIT code that called it.
+    assert in_node(source, []) == [{"global::call_nif_shared", nil, nil}]
+
+    # Through the Erlang frames (+JPperf map), each with the line of its call, which no perf map
+    # line has: chain.ex's a/1, b/1 and c/1 call on lines 9 to 11.
+    assert [{"global::call_nif_shared", nil, nil}, c, b, a | _] = in_node(source, @erlang)
+    assert [c, b, a] == [{:c, "chain.ex", 11}, {:b, "chain.ex", 10}, {:a, "chain.ex", 9}]
   end
 
   test "under load, through garbage collections and code purges, each block keeps its own callers" do

@@ -467,6 +467,14 @@ defmodule Mtrace.FormatsTest do
       {%Frame{address: 0xDEF}, "0xdef", "?? 0xdef"},
       {%Frame{kind: :erlang, module: Mtrace.Test.Chain, function: :c, arity: 1},
        "Mtrace.Test.Chain.c/1", "Mtrace.Test.Chain.c/1 (Erlang)"},
+      {%Frame{
+         kind: :erlang,
+         module: :lists,
+         function: :map,
+         arity: 2,
+         file: "src/lists.erl",
+         line: 9
+       }, ":lists.map/2 (lists.erl:9)", ":lists.map/2 (lists.erl:9) (Erlang)"},
       {%Frame{kind: :erlang}, "(Erlang caller unknown)", "(Erlang caller unknown)"}
     ]
 
@@ -476,5 +484,6 @@ defmodule Mtrace.FormatsTest do
     end
 
     assert Mtrace.Format.label(hd(frames) |> elem(0), lines: false) == "f"
+    assert Mtrace.Format.function(Enum.at(frames, 6) |> elem(0)) == ":lists.map/2"
   end
 end

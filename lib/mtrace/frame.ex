@@ -5,12 +5,13 @@ defmodule Mtrace.Frame do
   first, `inlined: true`), then the function they were inlined into, all with that address.
 
     * `:kind` - `:native` (machine code in a loaded library or executable), or `:erlang`: the
-      BEAM's JIT code, named from its perf map (`MTRACE_UNWIND=erlang` in a node started with
-      `+JPperf map`; see the README).
+      BEAM's JIT code, named from the entries the VM makes for a debugger, else from its perf
+      map (the first JIT frame of a NIF's stack; all the Erlang callers with
+      `MTRACE_UNWIND=erlang` in a node started with `+JPperf map`; see the README).
     * `:module`, `:arity` - of an Erlang function (`kind: :erlang`): with `:function` (an atom
       then), its MFA, `{Mtrace.Test.Chain, :c, 1}`. JIT code that is no Erlang function (the
-      VM's shared fragments, `"global::call_nif_shared"`) has `module: nil`, `arity: nil` and the
-      perf map's name as `:function`. `nil` for native frames. `Mtrace.top/2` with
+      VM's shared fragments, `"global::call_nif_shared"`) has `module: nil`, `arity: nil` and
+      that name as `:function`. `nil` for native frames. `Mtrace.top/2` with
       `group: :erlang` gives a site whose Erlang caller is unknown (a NIF on a dirty scheduler,
       a thread of the VM's own) a frame of kind `:erlang` with all three `nil`.
     * `:library` - the path of the file the code belongs to, `nil` for an address in no
@@ -23,7 +24,9 @@ defmodule Mtrace.Frame do
     * `:offset` - `address` less the library's load address: the address in the file, as
       `addr2line -e library` wants it (less one, for a return address). `nil` with no library.
     * `:file`, `:line` - the source line (of the call, for a return address), from DWARF debug
-      information in the file or in a separate debug file; `nil` without it.
+      information in the file or in a separate debug file; of an Erlang function, the line the
+      VM's entries give (as the module was compiled: `"test/support/chain.ex"`); `nil` without
+      it.
     * `:inlined` - `true` when the function was inlined into the next frame's.
     * `:unloaded` - `false`; `true` when `library` has been unloaded since the stack was
       recorded (its names and lines are still read from its file when unchanged); `:maybe` when

@@ -12,7 +12,7 @@ defmodule Mtrace.Sites do
       for frames <- Nif.frames_nif(ids, demangle) do
         for {address, library, function, offset, file, line, inlined, unloaded, erlang} <- frames do
           if erlang do
-            erlang_frame(address, function, unloaded)
+            %{erlang_frame(address, function, unloaded) | file: file, line: line}
           else
             %Frame{
               library: library,
@@ -32,7 +32,7 @@ defmodule Mtrace.Sites do
   end
 
   @doc """
-  A perf map's name, "'Mod':fun/arity" (the BEAM writes atoms as Erlang does), as a frame: the
+  A JIT range's name, "'Mod':fun/arity" (the BEAM writes atoms as Erlang does), as a frame: the
   MFA when it is one, else JIT code of the VM's own, named as it is.
   """
   @spec erlang_frame(non_neg_integer(), String.t(), boolean() | :maybe) :: Frame.t()

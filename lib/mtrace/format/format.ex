@@ -32,7 +32,8 @@ defmodule Mtrace.Format do
   `lines: false`, without the file:line (frames of one function then merge); with `where: true`
   (Mtrace.Frame's Inspect), also where its code is: `function (file:line) library+0xoffset`,
   `?? library+0xoffset` without a name, `(unloaded or replaced) 0xaddress` when the library is no
-  longer known. An Erlang function as Elixir writes it (`Mtrace.Test.Chain.c/1`, `:lists.map/2`).
+  longer known. An Erlang function as Elixir writes it (`Mtrace.Test.Chain.c/1 (chain.ex:11)`,
+  `:lists.map/2`), with its line where the VM tells it.
   """
   @spec label(Frame.t() | nil, keyword()) :: String.t()
   def label(frame, opts \\ [])
@@ -43,8 +44,8 @@ defmodule Mtrace.Format do
 
   def label(%Frame{kind: :erlang, module: nil, function: name}, _opts), do: "JIT #{name}"
 
-  def label(%Frame{kind: :erlang, module: m, function: f, arity: a}, _opts),
-    do: Exception.format_mfa(m, f, a)
+  def label(%Frame{kind: :erlang, module: m, function: f, arity: a} = frame, opts),
+    do: Exception.format_mfa(m, f, a) <> source(frame, opts)
 
   def label(%Frame{} = f, opts) do
     where = Keyword.get(opts, :where, false)
@@ -57,17 +58,13 @@ defmodule Mtrace.Format do
         true -> "0x#{hex(f.address)}"
       end
 
-    source =
-      case {Keyword.get(opts, :lines, true), Map.get(f, :file), Map.get(f, :line)} do
-        {true, file, line} when is_binary(file) and is_integer(line) ->
-          " (#{Path.basename(file)}:#{line})"
-
-        _ ->
-          ""
-      end
-
-    if where, do: "#{base}#{source} #{place(f)}", else: base <> source
+    if where, do: "#{base}#{source(f, opts)} #{place(f)}", else: base <> source(f, opts)
   end
+
+  defp source(%Frame{file: file, line: line}, opts) when is_binary(file) and is_integer(line),
+    do: if(Keyword.get(opts, :lines, true), do: " (#{Path.basename(file)}:#{line})", else: "")
+
+  defp source(_frame, _opts), do: ""
 
   defp place(%Frame{library: lib} = f) when is_binary(lib),
     do: "#{Path.basename(lib)}+0x#{hex(f.offset || 0)}"
@@ -78,7 +75,7 @@ defmodule Mtrace.Format do
   @doc "The frame's function as the graphs name it: its name, else its label."
   @spec function(Frame.t()) :: String.t()
   def function(%Frame{kind: :native, function: name}) when is_binary(name), do: name
-  def function(frame), do: label(frame)
+  def function(frame), do: label(frame, lines: false)
 
   @doc "The frame's library, by its file name: what the pictures colour by (Erlang: `erlang`)."
   @spec library(Frame.t() | nil) :: String.t()

@@ -1,0 +1,291 @@
+/* symbols_jit.c: names, files and lines of the BEAM's JIT code from what the VM registers for a
+ * debugger, through the GDB JIT interface (layouts.h): one entry a loaded module, and more for the
+ * VM's shared code ("global"), each with a symfile in the VM's own format (OTP 25 to 27; GDB reads
+ * it with OTP's erts/etc/unix/jit-reader.c). A module's symfile, little-endian, each record
+ * starting its struct's size (24, 16, 12: the C padding) plus its name's length past the last:
+ *   {u32 kind = 1, pad, u64 base, u32 ranges, u32 code bytes, u16 name bytes, name with its NUL}
+ *   ranges of {u32 start, u32 end (offsets from base), u32 lines, u16 name bytes, name}
+ *   each followed by its lines {u32 start, u32 line, u16 file bytes, file}.
+ * Kind 0 is the emulator's own entry, which names nothing.
+ *
+ * The VM adds and removes entries under a lock of its own, while this reads them: every read of
+ * the VM's memory goes through mt_proc_read (a symfile freed and unmapped since fails, never
+ * faults), every length is checked against the symfile's size, and a walk of the list during
+ * which the descriptor changed is made again. A walk is made when the descriptor says the list
+ * changed: its last action, the entry it was about, the first entry, and that entry's symfile,
+ * size and base (an entry freed and one made at its address by a reload, with a symfile of its
+ * own).
+ *
+ * Dated as the perf map's lines are (symbols_perf.c): a module first found by a walk was loaded
+ * after every stack the walk before it had seen, and one a walk no longer finds was gone before
+ * any stack made after that walk began. A module's symfile is read the first time an address in
+ * it is asked about, and kept parsed: a module purged before any of its code was asked about
+ * names nothing.
+ */
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <string.h>
+
+#include "layouts.h"
+#include "proc.h"
+#include "symbols_backend.h"
+
+enum {
+    MOD_HEAD = 24, /* sizeof the module's struct, its name at MOD_NAME */
+    MOD_NAME = 18,
+    RANGE_HEAD = 16,
+    RANGE_NAME = 14,
+    LINE_HEAD = 12,
+    LINE_NAME = 10,
+    KIND_MODULE = 1,
+    WALK_TRIES = 4,
+    SYMFILE_MAX = 64 << 20, /* more is no module's (the largest of OTP's own are some 100 KiB) */
+};
+
+struct line {
+    uint32_t start, line;
+    const char *file;
+};
+
+struct range {
+    uint32_t start, end;
+    const char *name;
+    uint32_t first, n; /* its lines: lines[first .. first + n) */
+};
+
+struct module {
+    uintptr_t entry, symfile, size, base, code;
+    uint64_t before, gone; /* gone: UINT64_MAX while registered */
+    int seen;              /* during a walk: found by it */
+    int parsed;
+    struct range *ranges;
+    struct line *lines;
+    uint32_t nranges;
+};
+
+/* What says the list changed: see the file's comment. */
+struct mark {
+    uintptr_t action, relevant, first, symfile, size, base;
+};
+
+static struct module *mods;
+static size_t nmods, mods_cap;
+static struct mark last_mark;
+static uint64_t last_walk; /* the clock at the start of the latest walk */
+static int walked;
+static uintptr_t desc;
+
+static uint16_t u16(const unsigned char *p)
+{
+    return (uint16_t)(p[0] | p[1] << 8);
+}
+
+static uint32_t u32(const unsigned char *p)
+{
+    uint32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* Whether the symfile is a module's, and its base and code bytes. */
+static int head_of(uintptr_t symfile, uintptr_t size, uintptr_t *base, uintptr_t *code)
+{
+    unsigned char h[8 + MOD_NAME];
+    if (size < 8 + MOD_HEAD || mt_proc_read(symfile, h, sizeof h) != 0 || u32(h) != KIND_MODULE)
+        return 0;
+    memcpy(base, h + 8, sizeof *base);
+    *code = u32(h + 20);
+    return 1;
+}
+
+static int read_mark(struct mark *m)
+{
+    uintptr_t d[MT_JIT_FIRST / sizeof(uintptr_t) + 1], e[MT_JIT_ENTRY];
+    *m = (struct mark){0};
+    if (mt_proc_read(desc, d, sizeof d) != 0) return 0;
+    m->action = d[0] >> 32;
+    m->relevant = d[1];
+    m->first = d[2];
+    if (m->first && mt_proc_read(m->first, e, sizeof e) == 0) {
+        uintptr_t code;
+        m->symfile = e[2];
+        m->size = e[3];
+        if (!head_of(e[2], e[3], &m->base, &code)) m->base = 0;
+    }
+    return (uint32_t)d[0] == 1; /* the interface's version */
+}
+
+static struct module *known(uintptr_t entry, uintptr_t symfile, uintptr_t size, uintptr_t base)
+{
+    for (size_t i = nmods; i-- > 0;) {
+        struct module *m = &mods[i];
+        if (m->gone == UINT64_MAX && m->entry == entry && m->symfile == symfile &&
+            m->size == size && m->base == base)
+            return m;
+    }
+    return NULL;
+}
+
+/* One walk of the list: each module found is marked seen, and those new are added dated
+ * `before`. Returns 0 when the list could not be read to its end. */
+static int walk_once(uint64_t before)
+{
+    uintptr_t at = last_mark.first, e[MT_JIT_ENTRY];
+    for (size_t k = 0; at; k++, at = e[0]) {
+        uintptr_t base, code;
+        if (k == MT_JIT_MAX || mt_proc_read(at, e, sizeof e) != 0) return 0;
+        if (!head_of(e[2], e[3], &base, &code) || !code) continue;
+        struct module *m = known(at, e[2], e[3], base);
+        if (!m) {
+            if (nmods == mods_cap) {
+                size_t cap = mods_cap ? 2 * mods_cap : 512;
+                struct module *t = realloc(mods, cap * sizeof *t);
+                if (!t) return 0;
+                mods = t;
+                mods_cap = cap;
+            }
+            m = &mods[nmods++];
+            *m = (struct module){.entry = at,
+                                 .symfile = e[2],
+                                 .size = e[3],
+                                 .base = base,
+                                 .code = code,
+                                 .before = before,
+                                 .gone = UINT64_MAX};
+        }
+        m->seen = 1;
+    }
+    return 1;
+}
+
+void mt_jit_refresh(uint64_t (*clock)(void))
+{
+    if (!walked) desc = mt_layout_jit_descriptor();
+    walked = 1;
+    struct mark now, after;
+    if (!desc || !read_mark(&now) || (nmods && !memcmp(&now, &last_mark, sizeof now))) return;
+    uint64_t start = clock ? clock() : 0;
+    size_t old = nmods;
+    for (int tries = 0; tries < WALK_TRIES; tries++) {
+        last_mark = now;
+        for (size_t i = 0; i < nmods; i++)
+            mods[i].seen = 0;
+        int whole = walk_once(last_walk);
+        if (read_mark(&after) && !memcmp(&after, &now, sizeof now) && whole) {
+            for (size_t i = 0; i < nmods; i++)
+                if (!mods[i].seen && mods[i].gone == UINT64_MAX) mods[i].gone = start;
+            last_walk = start;
+            return;
+        }
+        nmods = old; /* modules added by a torn walk are found again by the next */
+        now = after;
+    }
+    last_mark = (struct mark){0}; /* the list kept changing: the next lookup walks again */
+}
+
+/* The name at p, of len bytes with its NUL, or NULL when it is not one. */
+static const char *name_at(const unsigned char *p, size_t len)
+{
+    if (len < 2 || p[len - 1] || memchr(p, '\0', len - 1)) return NULL;
+    return (const char *)p;
+}
+
+/* Parses the copy s of m's symfile into its ranges and lines; 0 when it is not well formed. */
+static int parse(struct module *m, const unsigned char *s)
+{
+    size_t at = 8 + MOD_HEAD + u16(s + 8 + 16), size = m->size;
+    uint32_t nranges = u32(s + 16), nlines = 0;
+    if (at > size || nranges > (size - at) / RANGE_HEAD) return 0;
+    m->ranges = calloc(nranges ? nranges : 1, sizeof *m->ranges);
+    if (!m->ranges) return 0;
+    size_t lines_cap = 0;
+    for (uint32_t r = 0; r < nranges; r++) {
+        if (size - at < RANGE_HEAD) return 0;
+        const unsigned char *p = s + at;
+        uint32_t start = u32(p), end = u32(p + 4), n = u32(p + 8);
+        size_t len = u16(p + 12);
+        if (start > end || end > m->code || (r && start < m->ranges[r - 1].end) ||
+            len > size - at - RANGE_NAME)
+            return 0;
+        char *name = (char *)name_at(p + RANGE_NAME, len);
+        if (!name) return 0;
+        m->ranges[r] = (struct range){start, end, mt_jit_name_clean(name), nlines, n};
+        at += RANGE_HEAD + len;
+        for (uint32_t i = 0; i < n; i++, nlines++) {
+            if (at > size || size - at < LINE_HEAD) return 0;
+            p = s + at;
+            len = u16(p + 8);
+            const char *file = len <= size - at - LINE_NAME ? name_at(p + LINE_NAME, len) : NULL;
+            if (!file) return 0;
+            if (nlines == lines_cap) {
+                lines_cap = lines_cap ? 2 * lines_cap : 64;
+                struct line *t = realloc(m->lines, lines_cap * sizeof *t);
+                if (!t) return 0;
+                m->lines = t;
+            }
+            m->lines[nlines] = (struct line){u32(p), u32(p + 4), mt_symbols_intern(file)};
+            at += LINE_HEAD + len;
+        }
+    }
+    m->nranges = nranges;
+    return 1;
+}
+
+/* Reads and parses m's symfile once, while it is still registered as the walk found it: a
+ * change to the list since leaves it for a lookup after the next walk. */
+static void read_module(struct module *m)
+{
+    if (m->parsed || m->gone != UINT64_MAX) return;
+    unsigned char *s = m->size <= SYMFILE_MAX ? malloc(m->size) : NULL;
+    struct mark now;
+    int copied = s && mt_proc_read(m->symfile, s, m->size) == 0;
+    if (!read_mark(&now) || memcmp(&now, &last_mark, sizeof now)) {
+        free(s);
+        return;
+    }
+    m->parsed = 1;
+    if (!copied || !parse(m, s)) {
+        free(m->ranges);
+        free(m->lines);
+        m->ranges = NULL;
+        m->lines = NULL;
+        m->nranges = 0;
+    }
+    free(s);
+}
+
+int mt_jit_frame(uint64_t when, uintptr_t a, struct mt_frame_info *out)
+{
+    struct module *best = NULL;
+    for (size_t i = 0; i < nmods; i++) {
+        struct module *m = &mods[i];
+        if (a < m->base || a - m->base >= m->code || m->before >= when) continue;
+        if (m->gone != UINT64_MAX && when >= m->gone) continue; /* purged before the stack */
+        if (!best || m->before > best->before ||
+            (m->before == best->before && m->gone > best->gone))
+            best = m;
+    }
+    if (!best) return 0;
+    read_module(best);
+    uint32_t off = (uint32_t)(a - best->base), lo = 0, hi = best->nranges;
+    while (lo < hi) { /* the first range starting past off */
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (best->ranges[mid].start <= off)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (!lo || off >= best->ranges[lo - 1].end || !best->ranges[lo - 1].name) return 0;
+    const struct range *r = &best->ranges[lo - 1];
+    *out = (struct mt_frame_info){.function = r->name, .erlang = 1};
+    /* The line of the instruction before a return address: the call. */
+    for (uint32_t i = r->n; i-- > 0;) {
+        const struct line *l = &best->lines[r->first + i];
+        if (l->start < off) {
+            out->file = l->file;
+            out->line = (int)l->line;
+            break;
+        }
+    }
+    return 1;
+}
