@@ -17,7 +17,7 @@ defmodule Mtrace.ModesTest do
   other = Leaky.alloc(:cxx_new, 222)
   wanted = [other | first ++ paths]
   for {_, size, addr, _, stack} <- Mtrace.olds(1_000_000, false), addr in wanted do
-    frames = Enum.map_join(stack, ";", fn {lib, name} -> "\#{Path.basename(lib)}:\#{name}"; nil -> "?" end)
+    frames = Enum.map_join(stack, ";", fn {:erlang, name} -> "erlang:\#{name}"; {lib, name} -> "\#{Path.basename(lib)}:\#{name}"; nil -> "?" end)
     IO.puts("record \#{size} \#{frames}")
   end
   """

@@ -1130,7 +1130,6 @@ static ERL_NIF_TERM lose_in_fix_list(ErlNifEnv *env, int argc, const ERL_NIF_TER
 struct in_tail {
     struct in_vm v;
     ErlNifBinary bin;
-    int made;
 };
 
 static void make_in_binary_tail(void *arg)
@@ -1141,16 +1140,15 @@ static void make_in_binary_tail(void *arg)
     uintptr_t p = (uintptr_t)masked_block(t->v.size);
     memcpy(t->bin.data + 104, &p, sizeof p);
     t->v.masked = (uint64_t)p ^ MASK;
-    t->made = 1;
 }
 
 static ERL_NIF_TERM lose_in_binary_tail(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
-    struct in_tail t = {{0, 0}, {0}, 0};
+    struct in_tail t = {{0, 0}, {0}};
     (void)argc;
     if (!enif_get_uint(env, argv[0], &t.v.size)) return enif_make_badarg(env);
     deep(make_in_binary_tail, &t, DEPTH);
-    if (!t.made) return enif_make_badarg(env);
+    if (!t.v.masked) return enif_make_badarg(env);
     uint64_t data = (uint64_t)(uintptr_t)t.bin.data ^ MASK;
     return enif_make_tuple3(env, enif_make_binary(env, &t.bin), enif_make_uint64(env, t.v.masked),
                             enif_make_uint64(env, data));
