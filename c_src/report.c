@@ -30,6 +30,18 @@ int mt_report_depth(int n)
     return d && d < (size_t)n ? (int)d : n;
 }
 
+/* " (FILE:LINE)", the file without its directories. */
+static void source(struct mt_out *o, const struct mt_frame_info *f,
+                   void (*text)(struct mt_out *, const char *))
+{
+    const char *slash = strrchr(f->file, '/');
+    mt_out_str(o, " (");
+    text(o, slash ? slash + 1 : f->file);
+    mt_out_str(o, ":");
+    mt_out_u64(o, (uint64_t)f->line);
+    mt_out_str(o, ")");
+}
+
 void mt_report_frame(struct mt_out *o, const struct mt_frame_info *f, int how)
 {
     void (*text)(struct mt_out *, const char *) =
@@ -40,6 +52,7 @@ void mt_report_frame(struct mt_out *o, const struct mt_frame_info *f, int how)
     }
     if (f->erlang) {
         text(o, f->function);
+        if (f->file) source(o, f, text);
         mt_out_str(o, " (erlang)");
         return;
     }
@@ -49,13 +62,8 @@ void mt_report_frame(struct mt_out *o, const struct mt_frame_info *f, int how)
     }
     if (f->function) {
         text(o, f->function);
-        mt_out_str(o, " (");
         if (f->file) {
-            const char *slash = strrchr(f->file, '/');
-            text(o, slash ? slash + 1 : f->file);
-            mt_out_str(o, ":");
-            mt_out_u64(o, (uint64_t)f->line);
-            mt_out_str(o, ")");
+            source(o, f, text);
             if (how & MT_REPORT_LIBRARY) {
                 mt_out_str(o, " ");
                 text(o, f->path);
@@ -63,6 +71,7 @@ void mt_report_frame(struct mt_out *o, const struct mt_frame_info *f, int how)
                 mt_out_hex(o, f->offset);
             }
         } else {
+            mt_out_str(o, " (");
             text(o, f->path);
             mt_out_str(o, ")");
         }

@@ -56,7 +56,8 @@ enum { MT_REPORT_QUOTED = 1, MT_REPORT_LIBRARY = 2 };
 /* One frame, as valgrind prints it: "function (file:line)" (the file's base name) when DWARF
  * knows the line, followed with MT_REPORT_LIBRARY by " path+0xoffset" (as Mtrace.Frame's Inspect
  * does, with the whole path), else "function (path)", "path+0xoffset" without a name,
- * "'Mod':fun/arity (erlang)" for JIT code the BEAM's perf map names, "?? (no module)" outside
+ * "'Mod':fun/arity (erlang)" for named JIT code ("'Mod':fun/arity (file:line) (erlang)" where
+ * the VM gives the line), "?? (no module)" outside
  * any module; " [unloaded]" follows a frame of a library unloaded since, and "?? (unloaded or
  * replaced)" stands for one whose library is not known (symbols.h). */
 void mt_report_frame(struct mt_out *o, const struct mt_frame_info *f, int how);

@@ -295,12 +295,21 @@ defmodule Mtrace.ErlangTest do
     assert found == 1 and none == 0
     for {format, named} <- formats, do: assert(named, "#{format} does not name it")
 
-    assert out =~ ~r/by 0x[0-9a-f]+: 'Elixir.Mtrace.Test.Chain':c\/1 \(erlang\)\n/
+    assert out =~ ~r/by 0x[0-9a-f]+: 'Elixir.Mtrace.Test.Chain':c\/1 \(chain.ex:11\) \(erlang\)\n/
     # Lost, or kept by a stale word (the mark is conservative): in one list or the other.
     sites = Mtrace.Report.sites(out) ++ Mtrace.Report.sites(out, reachable: true)
     [site] = for s <- sites, s.bytes == 8001, do: s
 
-    assert [%Mtrace.Frame{kind: :erlang, module: Mtrace.Test.Chain, function: :c, arity: 1} | _] =
-             Enum.filter(site.stack, &(&1.kind == :erlang and &1.arity != nil))
+    assert [
+             %Mtrace.Frame{
+               kind: :erlang,
+               module: Mtrace.Test.Chain,
+               function: :c,
+               arity: 1,
+               file: "chain.ex",
+               line: 11
+             }
+             | _
+           ] = Enum.filter(site.stack, &(&1.kind == :erlang and &1.arity != nil))
   end
 end

@@ -139,7 +139,8 @@ defmodule Mtrace.Report do
 
   defp inlined(stack), do: stack
 
-  # FRAME: "?? (unloaded or replaced)", "?? (no module)", "NAME (erlang)", or a native frame,
+  # FRAME: "?? (unloaded or replaced)", "?? (no module)", "NAME (erlang)" (with " (FILE:LINE)"
+  # before " (erlang)" where the VM gives the line), or a native frame,
   # followed by " [unloaded]" when its library was unloaded since: "FUNCTION (FILE:LINE)
   # LIBRARY+0xOFFSET", "FUNCTION (LIBRARY)" or "LIBRARY+0xOFFSET".
   defp frame(address, "?? (unloaded or replaced)"), do: %Frame{address: address, unloaded: :maybe}
@@ -152,12 +153,23 @@ defmodule Mtrace.Report do
     end
   end
 
+  # "NAME" or "NAME (FILE:LINE)".
+  defp erlang(address, text) do
+    case Regex.run(~r/^(.*) \(([^()]+):(\d+)\)$/, text, capture: :all_but_first) do
+      [name, file, line] ->
+        %{Sites.erlang_frame(address, name, false) | file: file, line: String.to_integer(line)}
+
+      nil ->
+        Sites.erlang_frame(address, text, false)
+    end
+  end
+
   defp native(address, text) do
     bare = %Frame{address: address}
 
     cond do
       String.ends_with?(text, " (erlang)") ->
-        Sites.erlang_frame(address, String.replace_suffix(text, " (erlang)", ""), false)
+        erlang(address, String.replace_suffix(text, " (erlang)", ""))
 
       String.ends_with?(text, ")") ->
         case split_last(String.slice(text, 0..-2//1), " (") do
