@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -217,6 +218,151 @@ static void malformed_files(void)
     dlclose(libm);
 }
 
+/* The GDB JIT interface as a JIT defines it (layouts.h); -rdynamic lets the symbolizer find it
+ * by name. Its symfiles are laid out as the BEAM's (symbols_jit.c). */
+struct jit_entry {
+    struct jit_entry *next, *prev;
+    const unsigned char *symfile;
+    uint64_t size;
+};
+struct {
+    uint32_t version, action;
+    struct jit_entry *relevant, *first;
+} __jit_debug_descriptor = {1, 0, NULL, NULL};
+
+static void jit_register(struct jit_entry *e)
+{
+    e->prev = NULL;
+    e->next = __jit_debug_descriptor.first;
+    if (e->next) e->next->prev = e;
+    __jit_debug_descriptor.first = __jit_debug_descriptor.relevant = e;
+    __jit_debug_descriptor.action = 1;
+}
+
+static void jit_unregister(struct jit_entry *e)
+{
+    if (e->prev)
+        e->prev->next = e->next;
+    else
+        __jit_debug_descriptor.first = e->next;
+    if (e->next) e->next->prev = e->prev;
+    __jit_debug_descriptor.relevant = e;
+    __jit_debug_descriptor.action = 2;
+}
+
+static size_t put_name(unsigned char *at, uint16_t len_at, const char *name)
+{
+    uint16_t len = (uint16_t)(strlen(name) + 1);
+    memcpy(at + len_at, &len, 2);
+    memcpy(at + len_at + 2, name, len);
+    return len;
+}
+
+/* A module at base of 256 bytes of code: f/1's prologue [0, 16), f/1 [16, 64) with lines 5 at
+ * 20 and 7 at 40, and g/0 [64, 96) with none. Returns the symfile's size. */
+static size_t jit_module(unsigned char *b, uintptr_t base)
+{
+    uint32_t one = 1, three = 3, code = 256;
+    memset(b, 0, 512);
+    memcpy(b, &one, 4);
+    memcpy(b + 8, &base, 8);
+    memcpy(b + 16, &three, 4);
+    memcpy(b + 20, &code, 4);
+    size_t at = 8 + 24 + put_name(b + 8, 16, "Elixir.A");
+    const struct {
+        uint32_t start, end, lines;
+        const char *name;
+    } ranges[] = {{0, 16, 0, "'Elixir.A':f/1-CodeInfoPrologue"},
+                  {16, 64, 2, "'Elixir.A':f/1"},
+                  {64, 96, 0, "'Elixir.A':g/0"}};
+    for (int r = 0; r < 3; r++) {
+        memcpy(b + at, &ranges[r].start, 4);
+        memcpy(b + at + 4, &ranges[r].end, 4);
+        memcpy(b + at + 8, &ranges[r].lines, 4);
+        at += 16 + put_name(b + at, 12, ranges[r].name);
+        for (uint32_t l = 0; l < ranges[r].lines; l++) {
+            uint32_t start = 20 + 20 * l, line = 5 + 2 * l;
+            memcpy(b + at, &start, 4);
+            memcpy(b + at + 4, &line, 4);
+            at += 12 + put_name(b + at, 8, "lib/a.ex");
+        }
+    }
+    return at;
+}
+
+static struct mt_frame_info jit_frame(uintptr_t ip)
+{
+    struct mt_frame_info f[MT_INLINE_MAX];
+    mt_symbolize_frames(UINT64_MAX, ip, 0, f, MT_INLINE_MAX);
+    return f[0];
+}
+
+/* JIT code named from the descriptor's list: a module's functions, lines, and one gone; and
+ * symfiles cut short or corrupted, which must name nothing wrongly nor be read past. */
+static void jit_modules(void)
+{
+    static unsigned char symfile[512];
+    static struct jit_entry entry;
+    /* Code in no module, as the JIT's is. */
+    void *code = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (code == MAP_FAILED) {
+        check(0, "map the JIT checks' code", NULL);
+        return;
+    }
+    uintptr_t base = (uintptr_t)code;
+    entry = (struct jit_entry){.symfile = symfile, .size = jit_module(symfile, base)};
+    jit_register(&entry);
+
+    struct mt_frame_info f = jit_frame(base + 41);
+    check(f.erlang && same_str(f.function, "'Elixir.A':f/1") && same_str(f.file, "lib/a.ex") &&
+              f.line == 7 && !f.path,
+          "JIT code: the range's name, and the line of the call before a return address", NULL);
+    f = jit_frame(base + 21);
+    check(f.line == 5, "JIT code: the first line", NULL);
+    f = jit_frame(base + 8);
+    check(same_str(f.function, "'Elixir.A':f/1") && !f.file,
+          "JIT code: a function's prologue named after it, without a line", NULL);
+    f = jit_frame(base + 70);
+    check(same_str(f.function, "'Elixir.A':g/0") && !f.file, "JIT code: a range without lines",
+          NULL);
+    f = jit_frame(base + 200);
+    check(!f.function && !f.erlang, "JIT code: inside the module, in no range: no name", NULL);
+
+    jit_unregister(&entry);
+    f = jit_frame(base + 41);
+    check(!f.function, "JIT code: a module no longer registered names no code now", NULL);
+
+    /* Each a module of its own (an entry and a symfile of their own), parsed at its first lookup:
+     * every length cut or flipped at random. */
+    int named = 0, cut_named = 0, rounds = 2000;
+    unsigned char good[512];
+    size_t good_len = jit_module(good, base);
+    srand(4321);
+    for (int r = 0; r < rounds; r++) {
+        struct jit_entry *e = calloc(1, sizeof *e);
+        size_t len = r % 2 ? good_len : 1 + (size_t)rand() % good_len;
+        unsigned char *b = malloc(len);
+        if (!e || !b) break;
+        memcpy(b, good, len);
+        for (int flips = r % 2 ? 1 + rand() % 3 : 0; flips > 0; flips--)
+            b[(size_t)rand() % len] = (unsigned char)rand();
+        *e = (struct jit_entry){.symfile = b, .size = len};
+        jit_register(e);
+        f = jit_frame(base + (uintptr_t)(rand() % 256));
+        named += f.function != NULL;
+        cut_named += f.function != NULL && len < good_len && r % 2 == 0;
+        jit_unregister(e);
+        free(b);
+        free(e);
+    }
+    char what[160];
+    snprintf(what, sizeof what,
+             "%d cut or corrupted symfiles read within their size: %d named, %d of them cut short",
+             rounds, named, cut_named);
+    check(cut_named == 0, what, NULL);
+    munmap(code, 4096);
+}
+
 int main(void)
 {
     struct mt_symbol s, s2;
@@ -278,6 +424,7 @@ int main(void)
           "4 threads x 10000 rounds agree with one thread, 1024 new lookups among them", NULL);
 
     malformed_files();
+    jit_modules();
     if (libm) dlclose(libm);
     printf("%d passed, %d failed\n", passed, failed);
     return failed > 0;
