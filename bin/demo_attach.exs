@@ -1,6 +1,6 @@
 # Run by bin/demo (its second part) in a node started without the preload and without the VM's
 # allocator flags: a production node that cannot be restarted.
-alias Mtrace.Test.Leaky
+alias Mtrace.Test.{Demo, Leaky}
 
 IO.puts("""
 
@@ -9,20 +9,27 @@ requests and loses 2 C++ buffers before anyone looks; then mtrace attaches from 
 (no restart, no ptrace, no root), the NIF serves 300 more and loses 3 more.
 """)
 
-# Every 100th request forgets its delete[].
+# Every 100th request forgets its delete[]: the buffers lost.
 serve = fn requests ->
-  for i <- 1..requests do
-    buffer = Leaky.alloc(:cxx_new, 4096)
-    if rem(i, 100) != 0, do: Leaky.release(:cxx_new, buffer)
+  for i <- 1..requests, reduce: [] do
+    lost ->
+      buffer = Leaky.alloc(:cxx_new, 4096)
+
+      if rem(i, 100) == 0 do
+        [buffer | lost]
+      else
+        Leaky.release(:cxx_new, buffer)
+        lost
+      end
   end
 end
 
 IO.puts("iex> Mtrace.stats().preloaded")
 IO.inspect(Mtrace.stats().preloaded)
-serve.(200)
+before = serve.(200)
 IO.puts("iex> Mtrace.attach()")
 IO.inspect(Mtrace.attach())
-serve.(300)
+since = serve.(300)
 # Blocks younger than a second may be in flight: leaks/1 skips them by default.
 Process.sleep(1100)
 sites = Mtrace.leaks()
@@ -35,6 +42,8 @@ IO.puts("""
 with their stacks; those lost before it are known from glibc's own heap, by size and contents,
 without a stack.
 """)
+
+Demo.explain(before ++ since, Enum.sum(Enum.map(sites, & &1.blocks)))
 
 IO.puts("iex> Mtrace.detach()")
 IO.inspect(Mtrace.detach())

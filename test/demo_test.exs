@@ -4,7 +4,8 @@ defmodule Mtrace.DemoTest do
   # C++ buffers and two enif_alloc ones in a preloaded node; part 2 loses two C++ buffers before
   # an attach (found by glibc's heap, without a stack) and three after it. Blocks are counted,
   # not sites: those without a record are grouped by usable size, and malloc may give a 4096-byte
-  # request a chunk larger than it needs (glibc 2.41 gave one 4120 usable bytes).
+  # request a chunk larger than it needs (glibc 2.41 gave one 4120 usable bytes). A run that
+  # misses a block prints Mtrace.why/2 of it (test/support/demo.ex): the failure names the holder.
   use ExUnit.Case, async: false
 
   @moduletag timeout: 900_000

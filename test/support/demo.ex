@@ -1,0 +1,22 @@
+defmodule Mtrace.Test.Demo do
+  @moduledoc false
+  # bin/demo's check of its own claim: where mtrace listed fewer blocks than its NIF lost, what
+  # keeps each of the others (Mtrace.why/2), so that a run that misses one says why.
+
+  def explain(lost, listed) when listed >= length(lost), do: :ok
+
+  def explain(lost, listed) do
+    IO.puts("""
+
+    The NIF lost #{length(lost)} blocks and mtrace listed #{listed}: the mark is conservative, and \
+    a stale word that holds a lost block's address keeps it. What keeps each one now:\
+    """)
+
+    for address <- lost, path <- [Mtrace.why(address)], path != nil do
+      IO.puts("iex> Mtrace.why(0x#{Integer.to_string(address, 16)})")
+      IO.inspect(path, width: 100, limit: :infinity)
+    end
+
+    :ok
+  end
+end
