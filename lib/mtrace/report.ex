@@ -155,12 +155,11 @@ defmodule Mtrace.Report do
 
   # "NAME" or "NAME (FILE:LINE)".
   defp erlang(address, text) do
-    case Regex.run(~r/^(.*) \(([^()]+):(\d+)\)$/, text, capture: :all_but_first) do
-      [name, file, line] ->
-        %{Sites.erlang_frame(address, name, false) | file: file, line: String.to_integer(line)}
-
-      nil ->
-        Sites.erlang_frame(address, text, false)
+    with true <- String.ends_with?(text, ")"),
+         {name, file, line} <- sourced(String.slice(text, 0..-2//1)) do
+      %{Sites.erlang_frame(address, name, false) | file: file, line: line}
+    else
+      _ -> Sites.erlang_frame(address, text, false)
     end
   end
 
@@ -209,14 +208,22 @@ defmodule Mtrace.Report do
     |> Enum.find_value(fn {at, 2} ->
       library = binary_part(place, at + 2, byte_size(place) - at - 2)
 
-      with [name, source] <- split_last(binary_part(place, 0, at), " ("),
-           [file, line] <- split_last(source, ":"),
-           {line, ""} <- Integer.parse(line) do
-        {name, file, line, library}
-      else
-        _ -> nil
+      case sourced(binary_part(place, 0, at)) do
+        {name, file, line} -> {name, file, line, library}
+        nil -> nil
       end
     end)
+  end
+
+  # "NAME (FILE:LINE", split at its last " (" and the last ":" after it.
+  defp sourced(text) do
+    with [name, source] <- split_last(text, " ("),
+         [file, line] <- split_last(source, ":"),
+         {line, ""} <- Integer.parse(line) do
+      {name, file, line}
+    else
+      _ -> nil
+    end
   end
 
   defp split_last(text, separator) do
