@@ -122,6 +122,13 @@ static int read_mark(struct mark *m)
     return u32(d) == 1; /* the interface's version */
 }
 
+/* Whether the descriptor still says what it said at the latest walk. */
+static int unchanged(void)
+{
+    struct mark now;
+    return read_mark(&now) && !memcmp(&now, &last_mark, sizeof now);
+}
+
 static struct module *known(uintptr_t entry, uintptr_t symfile, uintptr_t size, uintptr_t base,
                             uintptr_t code)
 {
@@ -145,10 +152,8 @@ static int walk_once(uint64_t before)
     uintptr_t at = last_mark.first, e[MT_JIT_ENTRY];
     for (size_t k = 1; at; k++, at = e[0]) {
         uintptr_t base, code;
-        struct mark now;
         if (k == MT_JIT_MAX || mt_proc_read(at, e, sizeof e) != 0) return 0;
-        if (k % WALK_CHECK == 0 && (!read_mark(&now) || memcmp(&now, &last_mark, sizeof now)))
-            return 0;
+        if (k % WALK_CHECK == 0 && !unchanged()) return 0;
         if (!head_of(e[2], e[3], &base, &code) || !code) continue;
         struct module *m = known(at, e[2], e[3], base, code);
         if (!m) {
@@ -265,10 +270,9 @@ static void read_module(struct module *m)
 {
     if (m->parsed || m->gone != UINT64_MAX) return;
     unsigned char *s = m->size <= SYMFILE_MAX ? malloc(m->size) : NULL;
-    struct mark now;
     if (!s && m->size <= SYMFILE_MAX) return; /* out of memory: asked again later */
     int copied = s && mt_proc_read(m->symfile, s, m->size) == 0;
-    if (!read_mark(&now) || memcmp(&now, &last_mark, sizeof now)) {
+    if (!unchanged()) {
         free(s);
         return;
     }
