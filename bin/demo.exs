@@ -13,27 +13,28 @@ lost =
       cxx = Leaky.alloc(:cxx_new, 4096)
       enif = Leaky.alloc(:enif_alloc, 512)
       Leaky.release(:strdup, Leaky.alloc(:strdup, 100))
-      if rem(i, 250) != 0, do: Leaky.release(:cxx_new, cxx)
-      if rem(i, 400) != 0, do: Leaky.release(:enif_alloc, enif)
-      forgotten = for {block, every} <- [{cxx, 250}, {enif, 400}], rem(i, every) == 0, do: block
-      forgotten ++ lost
+
+      lost
+      |> Demo.free_or_forget(i, 250, :cxx_new, cxx)
+      |> Demo.free_or_forget(i, 400, :enif_alloc, enif)
   end
 
 # Blocks younger than a second may be in flight: leaks/1 skips them by default.
 Process.sleep(1100)
 {sites, info} = Mtrace.leaks_info()
+listed = Enum.sum(Enum.map(sites, & &1.blocks))
 
 IO.puts("iex> Mtrace.leaks()")
 IO.inspect(sites, limit: 13, width: 100)
 
 IO.puts("""
 
-#{length(sites)} sites lost #{Enum.sum(Enum.map(sites, & &1.blocks))} blocks; \
+#{length(sites)} sites lost #{listed} blocks; \
 #{info.reachable_blocks} blocks (#{info.reachable_bytes} bytes) are still reachable. \
 The #{info.threads} other threads were stopped for #{div(info.pause_ns, 1000)} us.\
 """)
 
-Demo.explain(lost, Enum.sum(Enum.map(sites, & &1.blocks)))
+Demo.explain(lost, listed)
 
 IO.puts(
   "\niex> Mtrace.stats() |> Map.take([:slots, :grown, :dropped, :nif_alloc_visible, :resources_visible])"

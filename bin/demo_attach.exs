@@ -12,15 +12,7 @@ requests and loses 2 C++ buffers before anyone looks; then mtrace attaches from 
 # Every 100th request forgets its delete[]: the buffers lost.
 serve = fn requests ->
   for i <- 1..requests, reduce: [] do
-    lost ->
-      buffer = Leaky.alloc(:cxx_new, 4096)
-
-      if rem(i, 100) == 0 do
-        [buffer | lost]
-      else
-        Leaky.release(:cxx_new, buffer)
-        lost
-      end
+    lost -> Demo.free_or_forget(lost, i, 100, :cxx_new, Leaky.alloc(:cxx_new, 4096))
   end
 end
 
@@ -33,17 +25,18 @@ since = serve.(300)
 # Blocks younger than a second may be in flight: leaks/1 skips them by default.
 Process.sleep(1100)
 sites = Mtrace.leaks()
+listed = Enum.sum(Enum.map(sites, & &1.blocks))
 IO.puts("iex> Mtrace.leaks()")
 IO.inspect(sites, limit: 12, width: 100)
 
 IO.puts("""
 
-#{length(sites)} sites lost #{Enum.sum(Enum.map(sites, & &1.blocks))} blocks. The buffers lost since the attach come
+#{length(sites)} sites lost #{listed} blocks. The buffers lost since the attach come
 with their stacks; those lost before it are known from glibc's own heap, by size and contents,
 without a stack.
 """)
 
-Demo.explain(before ++ since, Enum.sum(Enum.map(sites, & &1.blocks)))
+Demo.explain(before ++ since, listed)
 
 IO.puts("iex> Mtrace.detach()")
 IO.inspect(Mtrace.detach())

@@ -3,6 +3,18 @@ defmodule Mtrace.Test.Demo do
   # bin/demo's check of its own claim: where mtrace listed fewer blocks than its NIF lost, what
   # keeps each of the others (Mtrace.why/2), so that a run that misses one says why.
 
+  alias Mtrace.Test.Leaky
+
+  # A request's block freed, or on every `every`th request forgotten: the blocks lost so far.
+  def free_or_forget(lost, request, every, kind, block) do
+    if rem(request, every) == 0 do
+      [block | lost]
+    else
+      Leaky.release(kind, block)
+      lost
+    end
+  end
+
   def explain(lost, listed) when listed >= length(lost), do: :ok
 
   def explain(lost, listed) do
