@@ -112,12 +112,19 @@ static int printable(unsigned char b)
     return (b >= 0x20 && b < 0x7F) || b == '\t' || b == '\n' || b == '\r';
 }
 
-uintptr_t mt_layout_text_end(const uintptr_t *w, size_t k)
+uintptr_t mt_layout_text_end(const uintptr_t *w, size_t k, int last)
 {
     unsigned char prev[sizeof *w], cur[sizeof *w];
-    if (!k || !MT_LAYOUT_TEXT_LAST(w[k - 1])) return UINTPTR_MAX;
-    memcpy(prev, &w[k - 1], sizeof prev);
+    if (!k) return UINTPTR_MAX;
     memcpy(cur, &w[k], sizeof cur);
+    size_t j = 0;
+    while (j < sizeof cur && printable(cur[j]))
+        j++;
+    if (j == sizeof cur || cur[j]) return UINTPTR_MAX;
+    uintptr_t mask = j ? ((uintptr_t)1 << 8 * j) - 1 : 0;
+    if (last && j >= 3 && w[k - 1] == j) return mask;
+    if (!MT_LAYOUT_TEXT_LAST(w[k - 1])) return UINTPTR_MAX;
+    memcpy(prev, &w[k - 1], sizeof prev);
     unsigned text = 0;
     for (size_t i = 0; i < sizeof prev; i++) {
         if (printable(prev[i]))
@@ -125,12 +132,7 @@ uintptr_t mt_layout_text_end(const uintptr_t *w, size_t k)
         else if (prev[i])
             return UINTPTR_MAX;
     }
-    if (text < 4) return UINTPTR_MAX;
-    size_t j = 0;
-    while (j < sizeof cur && printable(cur[j]))
-        j++;
-    if (j == sizeof cur || cur[j]) return UINTPTR_MAX;
-    return j ? ((uintptr_t)1 << 8 * j) - 1 : 0;
+    return text < 4 ? UINTPTR_MAX : mask;
 }
 
 unsigned mt_layout_heapbin(const uintptr_t *w, size_t n, size_t *last)

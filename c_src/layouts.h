@@ -164,8 +164,14 @@ int mt_layout_atom_named(const uintptr_t *w, const unsigned char *name, size_t l
  * the string runs on into word k) and word k's bytes are printable up to a NUL. Returns the mask
  * of word k's bytes before that NUL (0 when the NUL is its first byte); UINTPTR_MAX when word k
  * is no such end (or k is 0). A pointer is a whole aligned word, so a word that holds any of a
- * string's bytes holds no pointer. */
-uintptr_t mt_layout_text_end(const uintptr_t *w, size_t k);
+ * string's bytes holds no pointer. Word k is also such an end when it is its block's last (`last`)
+ * and word k - 1 counts its bytes before the NUL, 3 to 7, all printable: a short string stored
+ * after its length, as libc keeps its time zone names ({next, length, "UTC"}: such a block from
+ * before an attach, the NUL's word ending in an old pointer's high half, kept a lost buffer). */
+uintptr_t mt_layout_text_end(const uintptr_t *w, size_t k, int last);
+/* Whether word k - 1 can count a short string in word k (3 to 7 bytes): the test that passes most
+ * last words over before mt_layout_text_end(). */
+#define MT_LAYOUT_TEXT_COUNT(word) ((word)-3u < 5u)
 /* Whether a word can be the text before such an end: its last byte is 0x20 to 0x7E (most words
  * are not, and are passed over at this one test). */
 #define MT_LAYOUT_TEXT_LAST(word) ((uint8_t)((word) >> 56) - 0x20u < 0x5Fu)

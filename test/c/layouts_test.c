@@ -593,22 +593,39 @@ static void text_ends(void)
     uintptr_t path[5];
     memcpy(path, "/lib/x86_64-linux-gnu/liblzma.so.5", 35);
     memcpy((char *)path + 35, "\xb4\x3e\x7f\0\0", 5); /* an old pointer's high bytes */
-    check(mt_layout_text_end(path, 4) == 0xFFFF, "a path's last word keeps its two bytes of text");
-    check(mt_layout_text_end(path, 3) == UINTPTR_MAX, "a word of text without a NUL is no end");
-    check(mt_layout_text_end(path, 0) == UINTPTR_MAX, "nor the first word");
+    check(mt_layout_text_end(path, 4, 1) == 0xFFFF,
+          "a path's last word keeps its two bytes of text");
+    check(mt_layout_text_end(path, 3, 0) == UINTPTR_MAX, "a word of text without a NUL is no end");
+    check(mt_layout_text_end(path, 0, 0) == UINTPTR_MAX, "nor the first word");
     uintptr_t tz[3] = {0, 0, 0x7f0012345600};
     memcpy(&tz[1], "UTC\0UTC0", 8);
-    check(mt_layout_text_end(tz, 2) == 0, "a NUL that starts the word after text leaves nothing");
+    check(mt_layout_text_end(tz, 2, 1) == 0,
+          "a NUL that starts the word after text leaves nothing");
     uintptr_t pair[2] = {0x7f0012345678, 0x7f0012345600};
-    check(mt_layout_text_end(pair, 1) == UINTPTR_MAX, "a pointer after a pointer is read");
+    check(mt_layout_text_end(pair, 1, 0) == UINTPTR_MAX, "a pointer after a pointer is read");
     memcpy(&pair[0], "ab\0\0\0\0\0c", 8);
-    check(mt_layout_text_end(pair, 1) == UINTPTR_MAX, "nor is a word with less than 4 bytes text");
+    check(mt_layout_text_end(pair, 1, 0) == UINTPTR_MAX,
+          "nor is a word with less than 4 bytes text");
     memcpy(&pair[0], "abcdefg\n", 8);
-    check(mt_layout_text_end(pair, 1) == UINTPTR_MAX, "nor text whose last byte is a control");
+    check(mt_layout_text_end(pair, 1, 0) == UINTPTR_MAX, "nor text whose last byte is a control");
     memcpy(&pair[0], "abcdefgh", 8);
     pair[1] = 0x7f00123456ff;
-    check(mt_layout_text_end(pair, 1) == UINTPTR_MAX,
+    check(mt_layout_text_end(pair, 1, 0) == UINTPTR_MAX,
           "nor a word whose bytes before a NUL are not text");
+    /* libc's time zone name, as a node that had not been attached to held it */
+    uintptr_t name[3] = {0, 3, 0x7f0d00435455};
+    check(mt_layout_text_end(name, 2, 1) == 0xFFFFFF, "a short string after its length ends it");
+    check(mt_layout_text_end(name, 2, 0) == UINTPTR_MAX, "only as its block's last word");
+    name[1] = 4;
+    check(mt_layout_text_end(name, 2, 1) == UINTPTR_MAX, "and only after its own length");
+    name[1] = 2;
+    name[2] = 0x7f0d00005455;
+    check(mt_layout_text_end(name, 2, 1) == UINTPTR_MAX, "of 3 bytes at least");
+    name[1] = 3;
+    name[2] = 0x7f0d00431f55;
+    check(mt_layout_text_end(name, 2, 1) == UINTPTR_MAX, "all of them printable");
+    name[2] = 0x7f0d12345678;
+    check(mt_layout_text_end(name, 2, 1) == UINTPTR_MAX, "a pointer after a count is read");
 }
 
 int main(void)

@@ -581,6 +581,42 @@ static ERL_NIF_TERM lose_in_text_tail(ErlNifEnv *env, int argc, const ERL_NIF_TE
     return lose_by(env, argv, make_in_text_tail);
 }
 
+/* lose_in_counted_text(size): a block of size bytes (33 MiB or more: glibc maps it, whatever its
+ * threshold) whose address only a word after a short string holds, in a block that has no record,
+ * which a static keeps: libc's time zone name as a node not yet attached to keeps it, {0, 3,
+ * "UTC\0" then an old pointer's high half}. Such a word points 0x435455 bytes past a 4 GiB
+ * boundary, so the block's mapping is moved (mremap, as glibc's realloc moves one) to 4 MiB past
+ * one, in address space reserved for that; it then has no record (its old address, in no chunk,
+ * is a free mtrace missed). Returns the address xor MASK. */
+static void make_in_counted_text(void *arg)
+{
+    struct in_vm *v = arg;
+    const uintptr_t four = (uintptr_t)1 << 32;
+    if (text_tails_used == TEXT_TAILS || v->size < (33u << 20)) return;
+    char *p = raw_block(v->size);
+    uintptr_t *t = __libc_malloc(3 * sizeof *t);
+    char *r = mmap(NULL, 2 * four, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (!p || !t || r == MAP_FAILED || !(((size_t *)(void *)p)[-1] & 2)) return;
+    /* a mapped chunk's header: its mapping starts prev_size before it, prev_size + size long */
+    size_t before = ((size_t *)(void *)p)[-2],
+           len = before + (((size_t *)(void *)p)[-1] & ~(size_t)7);
+    char *at = (char *)(((uintptr_t)r + four - 1) & ~(four - 1)) + (4 << 20);
+    if (mremap(p - 16 - before, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, at) != at) return;
+    munmap(r, (size_t)(at - r));
+    munmap(at + len, (size_t)(r + 2 * four - (at + len)));
+    t[0] = 0;
+    t[1] = 3;
+    t[2] = ((uintptr_t)at & ~(four - 1)) | 0x00435455;
+    text_tails[text_tails_used++] = t;
+    v->masked = (uint64_t)(uintptr_t)(at + before + 16) ^ MASK;
+}
+
+static ERL_NIF_TERM lose_in_counted_text(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    return lose_by(env, argv, make_in_counted_text);
+}
+
 /* free_heap_holds(masked): the first word of the calling process's heap between its top and its
  * stack that equals the address, as {its address, heap top, stack top}, or false: the NIF's env
  * starts its terms there ({mod_nif, proc, hp, hp_end,
@@ -1848,6 +1884,7 @@ static ErlNifFunc funcs[] = {
     {"lose_in_float_regs", 1, lose_in_float_regs, 0},
     {"lose_in_old_heap", 3, lose_in_old_heap, 0},
     {"lose_in_text_tail", 1, lose_in_text_tail, 0},
+    {"lose_in_counted_text", 1, lose_in_counted_text, 0},
     {"free_behind", 1, free_behind, 0},
     {"lose_binary", 1, lose_binary, 0},
     {"hold_word", 1, hold_word, 0},
