@@ -253,7 +253,7 @@ static int take(struct mt_beam_gaps *g, const uintptr_t *w)
 
 /* Reads the k Processes at e[0 .. k) into buf, a batch at a time, and takes their gaps. One that
  * cannot be read (freed meanwhile: the table is read first) is passed over. */
-static int take_batch(struct mt_beam_gaps *g, const uintptr_t *e, size_t k, char *buf, pid_t pid)
+static int take_batch(struct mt_beam_gaps *g, const uintptr_t *e, size_t k, char *buf)
 {
     struct iovec local[BATCH], remote[BATCH];
     for (size_t from = 0; from < k;) {
@@ -262,7 +262,7 @@ static int take_batch(struct mt_beam_gaps *g, const uintptr_t *e, size_t k, char
             local[j] = (struct iovec){buf + j * shape.span, shape.span};
             remote[j] = (struct iovec){(void *)e[from + j], shape.span};
         }
-        ssize_t got = process_vm_readv(pid, local, n, remote, n, 0);
+        long got = mt_proc_readv(local, remote, n);
         size_t whole = got > 0 ? (size_t)got / shape.span : 0;
         for (size_t j = 0; j < whole; j++)
             if (take(g, (const uintptr_t *)(buf + j * shape.span)) != 0) return -1;
@@ -300,14 +300,13 @@ int mt_beam_heaps_gaps(struct mt_beam_gaps *g)
     if (!buf) return -1;
     uintptr_t *e = (uintptr_t *)buf, *used = e;
     char *procs = buf + CHUNK * WORD;
-    pid_t pid = getpid();
     int rc = 0;
     for (uint32_t from = 0; rc == 0 && from < max; from += CHUNK) {
         size_t k = max - from < CHUNK ? max - from : CHUNK, n = 0;
         if (mt_proc_read(head[0] + from * WORD, e, k * WORD) != 0) break;
         for (size_t i = 0; i < k; i++)
             if (e[i]) used[n++] = e[i];
-        rc = take_batch(g, used, n, procs, pid);
+        rc = take_batch(g, used, n, procs);
     }
     mt_mem_unmap(buf, scratch);
     uintptr_t ports[3];

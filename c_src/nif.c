@@ -335,7 +335,7 @@ static void read_heads(struct batch *b, const struct mt_snapshot *snap)
         index[n++] = j;
     }
     for (size_t k = 0; k < n;) {
-        ssize_t got = process_vm_readv(getpid(), b->local + k, n - k, b->remote + k, n - k, 0);
+        long got = mt_proc_readv(b->local + k, b->remote + k, n - k);
         size_t done = got > 0 ? (size_t)got : 0;
         for (; k < n && done >= b->local[k].iov_len; k++) {
             done -= b->local[k].iov_len;

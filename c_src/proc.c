@@ -13,17 +13,49 @@
 
 #include "mem.h"
 
-static pid_t self; /* getpid is a system call: a read costs one, not two */
+static pid_t self;  /* getpid is a system call: a read costs one, not two */
+static int refused; /* process_vm_readv is refused here: reads go through /proc/self/mem */
+
+/* process_vm_readv's answer for the same iovecs, read with pread from /proc/self/mem, opened for
+ * the call (a descriptor kept open could be closed or reused by the program). */
+static long read_mem_file(const struct iovec *local, const struct iovec *remote, size_t n)
+{
+    int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/mem", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    long total = 0, got = 0;
+    for (size_t i = 0; i < n; i++) {
+        got = syscall(SYS_pread64, fd, local[i].iov_base, remote[i].iov_len,
+                      (long)(uintptr_t)remote[i].iov_base);
+        if (got > 0) total += got;
+        if (got != (long)remote[i].iov_len) break;
+    }
+    int e = errno;
+    syscall(SYS_close, fd);
+    if (total) return total;
+    errno = got < 0 ? e : EFAULT;
+    return -1;
+}
+
+long mt_proc_readv(const struct iovec *local, const struct iovec *remote, size_t n)
+{
+    if (!n) return 0;
+    if (!__atomic_load_n(&refused, __ATOMIC_RELAXED)) {
+        pid_t pid = __atomic_load_n(&self, __ATOMIC_RELAXED);
+        if (!pid) {
+            pid = (pid_t)syscall(SYS_getpid);
+            __atomic_store_n(&self, pid, __ATOMIC_RELAXED);
+        }
+        long got = syscall(SYS_process_vm_readv, pid, local, n, remote, n, 0UL);
+        if (got >= 0 || (errno != EPERM && errno != ENOSYS)) return got;
+        __atomic_store_n(&refused, 1, __ATOMIC_RELAXED);
+    }
+    return read_mem_file(local, remote, n);
+}
 
 int mt_proc_read(uintptr_t addr, void *buf, size_t len)
 {
-    pid_t pid = __atomic_load_n(&self, __ATOMIC_RELAXED);
-    if (!pid) {
-        pid = (pid_t)syscall(SYS_getpid);
-        __atomic_store_n(&self, pid, __ATOMIC_RELAXED);
-    }
     struct iovec local = {buf, len}, remote = {(void *)addr, len};
-    return syscall(SYS_process_vm_readv, pid, &local, 1UL, &remote, 1UL, 0UL) == (long)len ? 0 : -1;
+    return mt_proc_readv(&local, &remote, 1) == (long)len ? 0 : -1;
 }
 
 void mt_proc_forked(void)

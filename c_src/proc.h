@@ -7,7 +7,8 @@
  *
  * Contract
  * - Any thread, the hook path and a stopped world included: open, read, getdents64, close and
- *   process_vm_readv, on buffers of the stack or the caller's (the mappings: in mtrace's own
+ *   process_vm_readv (or, where a seccomp profile refuses it, as Docker's default one does, pread
+ *   of /proc/self/mem), on buffers of the stack or the caller's (the mappings: in mtrace's own
  *   memory, mem.h). No malloc, no lock, no stdio.
  * - Each returns what it says below; errno is set only where it says so.
  */
@@ -16,10 +17,18 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
-/* Copies len bytes at addr of this process's memory into buf with process_vm_readv: 0, or -1
- * when any of them is not mapped readable (an unmapped word fails, never faults). The pid is
- * kept from the first call; mt_proc_forked() forgets it in a forked child. */
+/* process_vm_readv of this process's own memory, each local[i] as long as remote[i]: the bytes
+ * read, in order, up to the first element that cannot be read whole (an unmapped word fails,
+ * never faults), or -1 with errno when not even the first can. Where the system call is refused
+ * (EPERM, ENOSYS: a seccomp profile), this and every later read goes through /proc/self/mem
+ * instead, opened for the call, which reads PROT_NONE pages too. The pid is kept from the first
+ * call; mt_proc_forked() forgets it in a forked child. The mark and the heap walk read in place
+ * where the call is refused (reach.h, heap.h): a system call a block would cost them more. */
+long mt_proc_readv(const struct iovec *local, const struct iovec *remote, size_t n);
+/* Copies len bytes at addr into buf with mt_proc_readv: 0, or -1 when any of them cannot be
+ * read. */
 int mt_proc_read(uintptr_t addr, void *buf, size_t len);
 void mt_proc_forked(void);
 

@@ -32,7 +32,8 @@ defmodule Mtrace.DockerTest do
 
     # Without SYS_PTRACE, as Docker runs containers by default, its seccomp profile refuses
     # process_vm_readv: the mark reads memory in place, and only where the mapping list says it
-    # can (the rules read addresses that words give, which may be unmapped: the node crashed).
+    # can (the rules read addresses that words give, which may be unmapped: the node crashed);
+    # the other readers read /proc/self/mem (proc.h).
     stale =
       "cd /mtrace && . bin/env.sh && STALE_LOST=300 mix run --no-compile --no-start bench/stale.exs"
 

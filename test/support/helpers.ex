@@ -87,16 +87,16 @@ defmodule Mtrace.Test.Helpers do
   end
 
   @doc """
-  The value of an Elixir expression evaluated in a fresh node (see run_node/2), brought back as
+  The value of an Elixir expression evaluated in a fresh node (see run_node/3), brought back as
   a term; the node must end well.
   """
-  def node_result(code, env) do
+  def node_result(code, env, runner \\ []) do
     wrapped = """
     result = (#{code})
     IO.puts("RESULT " <> Base.encode64(:erlang.term_to_binary(result)))
     """
 
-    {out, status} = run_node(wrapped, env)
+    {out, status} = run_node(wrapped, env, runner)
     ExUnit.Assertions.assert(status == 0, out)
 
     case Regex.run(~r/^RESULT (\S+)$/m, out) do
@@ -130,9 +130,10 @@ defmodule Mtrace.Test.Helpers do
 
   @doc """
   Runs Elixir code in a fresh node that has this project's modules, with env (a nil value
-  unsets a variable; LD_PRELOAD is unset unless given). Returns {output, exit_status}.
+  unsets a variable; LD_PRELOAD is unset unless given), under runner (a command and its
+  arguments that run the node's command, none by default). Returns {output, exit_status}.
   """
-  def run_node(code, env \\ []) do
+  def run_node(code, env \\ [], runner \\ []) do
     ebin = Path.join(:code.lib_dir(:mtrace), "ebin")
 
     env =
@@ -140,7 +141,9 @@ defmodule Mtrace.Test.Helpers do
       |> Map.merge(Map.new(env))
       |> Map.to_list()
 
-    System.cmd("timeout", ["120", "elixir", "-pa", ebin, "-e", code],
+    [command | args] = runner ++ ["timeout", "120", "elixir", "-pa", ebin, "-e", code]
+
+    System.cmd(command, args,
       env: env,
       stderr_to_stdout: true
     )
