@@ -255,7 +255,7 @@ static int take(struct mt_beam_gaps *g, const uintptr_t *w)
  * cannot be read (freed meanwhile: the table is read first) is passed over. */
 static int take_batch(struct mt_beam_gaps *g, const uintptr_t *e, size_t k, char *buf)
 {
-    struct iovec local[BATCH], remote[BATCH];
+    struct iovec local[BATCH] = {{0}}, remote[BATCH] = {{0}};
     for (size_t from = 0; from < k;) {
         size_t n = k - from < BATCH ? k - from : BATCH;
         for (size_t j = 0; j < n; j++) {

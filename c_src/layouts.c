@@ -4,6 +4,7 @@
 
 #include <dlfcn.h>
 #include <link.h>
+#include <locale.h>
 #include <string.h>
 
 #include "platform.h"
@@ -197,6 +198,41 @@ int mt_layout_atom_named(const uintptr_t *w, const unsigned char *name, size_t l
 uintptr_t mt_layout_jit_descriptor(void)
 {
     return (uintptr_t)dlsym(RTLD_DEFAULT, "__jit_debug_descriptor");
+}
+
+struct strings {
+    uintptr_t *out;
+    size_t n, max;
+};
+
+static void add_string(struct strings *s, const char *p)
+{
+    if (!p || !*p || s->n == s->max) return;
+    size_t i = s->n;
+    for (; i && s->out[i - 1] >= (uintptr_t)p; i--)
+        if (s->out[i - 1] == (uintptr_t)p) return;
+    memmove(&s->out[i + 1], &s->out[i], (s->n - i) * sizeof *s->out);
+    s->out[i] = (uintptr_t)p;
+    s->n++;
+}
+
+static int add_object_name(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    add_string(arg, info->dlpi_name);
+    return 0;
+}
+
+size_t mt_layout_strings(uintptr_t *out, size_t max)
+{
+    static const int categories[] = {LC_CTYPE,    LC_NUMERIC,   LC_TIME,        LC_COLLATE,
+                                     LC_MONETARY, LC_MESSAGES,  LC_PAPER,       LC_NAME,
+                                     LC_ADDRESS,  LC_TELEPHONE, LC_MEASUREMENT, LC_IDENTIFICATION};
+    struct strings s = {out, 0, max};
+    dl_iterate_phdr(add_object_name, &s);
+    for (size_t i = 0; i < sizeof categories / sizeof categories[0]; i++)
+        add_string(&s, setlocale(categories[i], NULL));
+    return s.n;
 }
 
 size_t mt_layout_jit_bits(const uintptr_t *w)

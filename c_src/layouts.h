@@ -7,7 +7,8 @@
  *
  * Contract
  * - mt_layout_jit_descriptor() looks a symbol up (dlsym: the loader's lock; may allocate on a
- * miss): call it before the threads stop. mt_layout_carrier() reads memory with
+ * miss), and mt_layout_strings() walks the loaded objects (the loader's lock): call them before
+ * the threads stop. mt_layout_carrier() reads memory with
  *   process_vm_readv, for naming a root after the threads go on. The others only read the words
  *   they are given (and mt_layout_pointer_range() calls _dl_find_object, lock-free): safe with
  *   the threads stopped.
@@ -187,6 +188,18 @@ uintptr_t mt_layout_text_end(const uintptr_t *w, size_t k, int last);
 #define MT_JIT_ENTRY 4  /* words of an entry: next, previous, symfile, symfile size */
 #define MT_JIT_MAX 1000000
 uintptr_t mt_layout_jit_descriptor(void);
+
+/* The strings libc and the loader keep in blocks of their own, each made to its length: a loaded
+ * object's path (the link map's l_name, which dl_iterate_phdr gives) and each locale category's
+ * name (setlocale(category, NULL) returns the pointer the global locale holds). Such a block
+ * holds text up to its NUL, and after it only what its chunk held before: nothing in it is a
+ * pointer, and in a block without a record, read to its usable size, the words past the one
+ * that holds the NUL are wholly that (a loader's "/mtrace/_build/test/lib/mtrace/priv/mtrace.so"
+ * in a 56-byte block, the image's locale "C.UTF-8" in a 24-byte one, each kept lost buffers).
+ * Writes up to max of their addresses, some perhaps no block's (a static "C"), into out, sorted;
+ * returns how many. */
+#define MT_LAYOUT_STRINGS 256
+size_t mt_layout_strings(uintptr_t *out, size_t max);
 
 /* asmjit's JitAllocatorBlock (asmjit 1.9, the BEAM's JIT in OTP 25), one for each block of JIT
  * code: {tree and list links (4 words), pool, rx, rw, blockSize, flags | areaSize << 32, areaUsed

@@ -28,6 +28,7 @@
 #include "platform.h"
 #include "proc.h"
 #include "recorder.h"
+#include "sort.h"
 #include "stack.h"
 #include "table.h"
 #include "world.h"
@@ -72,6 +73,9 @@ struct ctx {
     int hiding;
     int vm;        /* the root being read is anonymous memory that is no thread's stack: the VM's */
     uintptr_t jit; /* the GDB JIT interface's descriptor (layouts.h), 0 when none */
+    /* libc's and the loader's strings (layouts.h), sorted */
+    uintptr_t strings[MT_LAYOUT_STRINGS];
+    size_t nstrings;
     struct mt_beam_gaps gaps; /* the unused parts of the VM's process heaps (beam_heaps.h) */
     /* bits a word may not have set to keep a block: MT_TERMS_UNTAG while a carrier of Erlang
      * terms is read (layouts.h), else 0; the allocators whose carriers were asked about */
@@ -311,6 +315,17 @@ static int jit_bits(struct ctx *c, const uintptr_t *w, uintptr_t at)
         return 0;
     if (markable(c, i)) mark(c, i, at);
     return 1;
+}
+
+#define WORD_KEY(p) (*(p))
+MT_DEFINE_UPPER_BOUND(string_after, uintptr_t, WORD_KEY)
+
+/* Whether a is one of libc's or the loader's strings: a block of text up to its NUL, and after it
+ * of what its chunk held before (layouts.h), which holds no pointer. */
+static int string_block(const struct ctx *c, uintptr_t a)
+{
+    size_t k = string_after(c->strings, 0, c->nstrings, a);
+    return k && c->strings[k - 1] == a;
 }
 
 /* Whether the block being read (c->self) has no record: it is read to its usable size. */
@@ -639,8 +654,9 @@ static void drain(struct ctx *c)
             size_t first,
                 end = mt_layout_pointer_range(local[j].iov_base, local[j].iov_len,
                                               (uintptr_t)remote[j].iov_base, untold(c), &first);
-            scan_words(c, (const char *)local[j].iov_base + first, end - first,
-                       (uintptr_t)remote[j].iov_base + first);
+            if (!untold(c) || !string_block(c, (uintptr_t)remote[j].iov_base))
+                scan_words(c, (const char *)local[j].iov_base + first, end - first,
+                           (uintptr_t)remote[j].iov_base + first);
             c->untag = 0;
             c->r->block_bytes += local[j].iov_len;
         }
@@ -1064,6 +1080,7 @@ static int run(struct mt_reach *r, int at_exit, int walk_heap, int paths, uintpt
                     .self = MT_SNAPSHOT_NONE,
                     .hide = hide,
                     .jit = mt_layout_jit_descriptor()};
+    c.nstrings = mt_layout_strings(c.strings, MT_LAYOUT_STRINGS);
     if (stop(&c, &world, &heap, walk) != 0) {
         e = errno;
         mt_guard_release();

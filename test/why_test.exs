@@ -441,7 +441,7 @@ defmodule Mtrace.WhyTest do
     # word's low half is the string, its high half an old pointer's, and the block lies where
     # such a word points (moved there: lost.c). Read whole, it kept every block (why/2: that
     # block); a harness of bin/demo's part 2 with 100 C++ buffers lost before the attach and 10
-    # after, run 200 times, once lost one to libc's own.
+    # after, run 465 times, once lost one to libc's own.
     three_found("Lost.lose_in_counted_text(33 * 1024 * 1024)")
   end
 

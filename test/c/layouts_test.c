@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <link.h>
+#include <locale.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -628,6 +629,33 @@ static void text_ends(void)
     check(mt_layout_text_end(name, 2, 1) == UINTPTR_MAX, "a pointer after a count is read");
 }
 
+static int has_name(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    const uintptr_t *s = arg;
+    int found = !*info->dlpi_name;
+    for (size_t i = 1; !found && i <= s[0]; i++)
+        found = s[i] == (uintptr_t)info->dlpi_name;
+    return !found;
+}
+
+/* libc's and the loader's strings: each object's name and the locale's, sorted, once each */
+static void strings(void)
+{
+    uintptr_t s[1 + MT_LAYOUT_STRINGS];
+    const char *set = setlocale(LC_ALL, "C.UTF-8"), *ctype = setlocale(LC_CTYPE, NULL);
+    s[0] = mt_layout_strings(s + 1, MT_LAYOUT_STRINGS);
+    int sorted = 1, named = 0;
+    for (size_t i = 1; i <= s[0]; i++) {
+        sorted &= i == 1 || s[i - 1] < s[i];
+        named |= s[i] == (uintptr_t)ctype;
+    }
+    check(s[0] > 1 && sorted, "libc's and the loader's strings come sorted, once each");
+    check(set && named, "the locale's name is among them");
+    check(dl_iterate_phdr(has_name, s) == 0, "so is every loaded object's name");
+    check(mt_layout_strings(s + 1, 1) == 1, "no more than asked for");
+}
+
 int main(void)
 {
     procbins();
@@ -640,6 +668,7 @@ int main(void)
     heap_binaries();
     heap_bitstrings();
     text_ends();
+    strings();
     binaries();
     binaries27();
     segments();

@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 #include <erl_nif.h>
 #include <errno.h>
+#include <link.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
@@ -615,6 +616,27 @@ static ERL_NIF_TERM lose_in_counted_text(ErlNifEnv *env, int argc, const ERL_NIF
 {
     (void)argc;
     return lose_by(env, argv, make_in_counted_text);
+}
+
+/* lose_in_library_name(path): a block of 64 bytes whose address only the bytes after the name of
+ * a library (path, opened here and kept open) hold: the loader keeps that name in a block of its
+ * own, made to its length, which in a node without the preload has no record and is read to its
+ * usable size; the address is written in its first whole word past the NUL, which must lie
+ * inside that size. Returns the address xor MASK. */
+static ERL_NIF_TERM lose_in_library_name(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    char path[4096];
+    struct link_map *map;
+    (void)argc;
+    if (enif_get_string(env, argv[0], path, sizeof path, ERL_NIF_LATIN1) <= 0)
+        return enif_make_badarg(env);
+    void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!handle || dlinfo(handle, RTLD_DI_LINKMAP, &map) != 0) return enif_make_badarg(env);
+    size_t at = (strlen(map->l_name) / 8 + 1) * 8;
+    if (at + 8 > malloc_usable_size(map->l_name)) return enif_make_badarg(env);
+    uintptr_t p = (uintptr_t)masked_block(64);
+    memcpy(map->l_name + at, &p, sizeof p);
+    return enif_make_uint64(env, (uint64_t)p ^ MASK);
 }
 
 /* free_heap_holds(masked): the first word of the calling process's heap between its top and its
@@ -1885,6 +1907,7 @@ static ErlNifFunc funcs[] = {
     {"lose_in_old_heap", 3, lose_in_old_heap, 0},
     {"lose_in_text_tail", 1, lose_in_text_tail, 0},
     {"lose_in_counted_text", 1, lose_in_counted_text, 0},
+    {"lose_in_library_name", 1, lose_in_library_name, 0},
     {"free_behind", 1, free_behind, 0},
     {"lose_binary", 1, lose_binary, 0},
     {"hold_word", 1, hold_word, 0},
