@@ -223,6 +223,15 @@ static int add_object_name(struct dl_phdr_info *info, size_t size, void *arg)
     return 0;
 }
 
+int mt_layout_is_text(const void *p, size_t len)
+{
+    const unsigned char *b = p;
+    size_t i = 0;
+    while (i < len && printable(b[i]))
+        i++;
+    return i > 0 && i < len && !b[i];
+}
+
 size_t mt_layout_strings(uintptr_t *out, size_t max)
 {
     static const int categories[] = {LC_CTYPE,    LC_NUMERIC,   LC_TIME,        LC_COLLATE,

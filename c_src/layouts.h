@@ -197,9 +197,12 @@ uintptr_t mt_layout_jit_descriptor(void);
  * that holds the NUL are wholly that (a loader's "/mtrace/_build/test/lib/mtrace/priv/mtrace.so"
  * in a 56-byte block, the image's locale "C.UTF-8" in a 24-byte one, each kept lost buffers).
  * Writes up to max of their addresses, some perhaps no block's (a static "C"), into out, sorted;
- * returns how many. */
+ * returns how many. They are listed before the threads stop: an object closed since may have
+ * had its name's block handed out again, so a block is taken for one of them only while
+ * mt_layout_is_text() says its bytes are still text up to a NUL. */
 #define MT_LAYOUT_STRINGS 256
 size_t mt_layout_strings(uintptr_t *out, size_t max);
+int mt_layout_is_text(const void *p, size_t len);
 
 /* asmjit's JitAllocatorBlock (asmjit 1.9, the BEAM's JIT in OTP 25), one for each block of JIT
  * code: {tree and list links (4 words), pool, rx, rw, blockSize, flags | areaSize << 32, areaUsed

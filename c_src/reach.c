@@ -654,7 +654,8 @@ static void drain(struct ctx *c)
             size_t first,
                 end = mt_layout_pointer_range(local[j].iov_base, local[j].iov_len,
                                               (uintptr_t)remote[j].iov_base, untold(c), &first);
-            if (!untold(c) || !string_block(c, (uintptr_t)remote[j].iov_base))
+            if (!untold(c) || !string_block(c, (uintptr_t)remote[j].iov_base) ||
+                !mt_layout_is_text(local[j].iov_base, local[j].iov_len))
                 scan_words(c, (const char *)local[j].iov_base + first, end - first,
                            (uintptr_t)remote[j].iov_base + first);
             c->untag = 0;

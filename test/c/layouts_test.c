@@ -654,6 +654,10 @@ static void strings(void)
     check(set && named, "the locale's name is among them");
     check(dl_iterate_phdr(has_name, s) == 0, "so is every loaded object's name");
     check(mt_layout_strings(s + 1, 1) == 1, "no more than asked for");
+    check(mt_layout_is_text("C.UTF-8\0\x10\x32\x7f", 11), "a name's block is text up to a NUL");
+    check(!mt_layout_is_text("C.UTF-8", 7), "not without the NUL");
+    check(!mt_layout_is_text("\0abc", 4), "nor empty");
+    check(!mt_layout_is_text("\x10\x32\x7f\0\0\0\0\0", 8), "nor a pointer's bytes");
 }
 
 int main(void)
