@@ -113,15 +113,22 @@ static int printable(unsigned char b)
     return (b >= 0x20 && b < 0x7F) || b == '\t' || b == '\n' || b == '\r';
 }
 
+/* The length of the printable text at b that a NUL ends within len bytes; len when none does. */
+static size_t text_length(const unsigned char *b, size_t len)
+{
+    size_t i = 0;
+    while (i < len && printable(b[i]))
+        i++;
+    return i < len && !b[i] ? i : len;
+}
+
 uintptr_t mt_layout_text_end(const uintptr_t *w, size_t k, int last)
 {
     unsigned char prev[sizeof *w], cur[sizeof *w];
     if (!k) return UINTPTR_MAX;
     memcpy(cur, &w[k], sizeof cur);
-    size_t j = 0;
-    while (j < sizeof cur && printable(cur[j]))
-        j++;
-    if (j == sizeof cur || cur[j]) return UINTPTR_MAX;
+    size_t j = text_length(cur, sizeof cur);
+    if (j == sizeof cur) return UINTPTR_MAX;
     uintptr_t mask = j ? ((uintptr_t)1 << 8 * j) - 1 : 0;
     if (last && j >= 3 && w[k - 1] == j) return mask;
     if (!MT_LAYOUT_TEXT_LAST(w[k - 1])) return UINTPTR_MAX;
@@ -225,11 +232,8 @@ static int add_object_name(struct dl_phdr_info *info, size_t size, void *arg)
 
 int mt_layout_is_text(const void *p, size_t len)
 {
-    const unsigned char *b = p;
-    size_t i = 0;
-    while (i < len && printable(b[i]))
-        i++;
-    return i > 0 && i < len && !b[i];
+    size_t n = text_length(p, len);
+    return n > 0 && n < len;
 }
 
 size_t mt_layout_strings(uintptr_t *out, size_t max)

@@ -343,7 +343,13 @@ static void scan_words(struct ctx *c, const void *p, size_t len, uintptr_t at)
     uintptr_t data = 0, text;
     /* a block without a record is read to its usable size: its strings' ends are told */
     int ends = untold(c);
-    uintptr_t end = ends ? c->s->rec[c->self].addr + c->s->rec[c->self].size : 0;
+    /* the index of the block's last word, when it is read: a short string's count rule's */
+    size_t final = SIZE_MAX;
+    if (ends) {
+        uintptr_t end = c->s->rec[c->self].addr + c->s->rec[c->self].size;
+        if (end >= at + sizeof *w && (end - at) % sizeof *w == 0)
+            final = (end - at) / sizeof *w - 1;
+    }
     for (size_t k = 0, n = len / sizeof *w; k < n; k++) {
         uint32_t live;
         size_t last;
@@ -352,10 +358,9 @@ static void scan_words(struct ctx *c, const void *p, size_t len, uintptr_t at)
             consider(c, w[k] & data, at + k * sizeof *w);
             continue;
         }
-        int at_end = ends && at + (k + 1) * sizeof *w == end;
         if (ends && k &&
-            (MT_LAYOUT_TEXT_LAST(w[k - 1]) || (at_end && MT_LAYOUT_TEXT_COUNT(w[k - 1]))) &&
-            (text = mt_layout_text_end(w, k, at_end)) != UINTPTR_MAX) {
+            (MT_LAYOUT_TEXT_LAST(w[k - 1]) || (k == final && MT_LAYOUT_TEXT_COUNT(w[k - 1]))) &&
+            (text = mt_layout_text_end(w, k, k == final)) != UINTPTR_MAX) {
             consider(c, w[k] & text, at + k * sizeof *w);
             continue;
         }
