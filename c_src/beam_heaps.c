@@ -353,7 +353,7 @@ void mt_beam_heaps_drop(struct mt_beam_gaps *g)
 }
 
 void mt_beam_gaps_clear(const struct mt_beam_gaps *g, void *buf, size_t len, uintptr_t at,
-                        struct mt_beam_cleared *cleared)
+                        struct mt_beam_cleared *cleared, mt_beam_gap_seen seen, void *arg)
 {
     if (!g->n || !len) return;
     size_t i = gap_after(g->gap, 0, g->n, at);
@@ -362,6 +362,7 @@ void mt_beam_gaps_clear(const struct mt_beam_gaps *g, void *buf, size_t len, uin
         uintptr_t lo = g->gap[i].lo > at ? g->gap[i].lo : at;
         uintptr_t hi = g->gap[i].hi < end ? g->gap[i].hi : end;
         if (lo >= hi) continue;
+        if (seen) seen(arg, g->gap[i].kind, (char *)buf + (lo - at), hi - lo, lo);
         memset((char *)buf + (lo - at), 0, hi - lo);
         cleared->bytes[g->gap[i].kind] += hi - lo;
     }

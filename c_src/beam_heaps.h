@@ -40,7 +40,8 @@
  *   when no layout was learnt), or -1 when memory for the list cannot be mapped (then no gap is
  *   left out). The gaps are not sorted yet: others may be added (mt_beam_gap_add).
  * - mt_beam_gaps_clear(): zeroes the bytes of the copy buf, of [at, at + len), that lie in a gap
- *   of the sorted list, and adds how many to *cleared, each kind apart. Pure.
+ *   of the sorted list, and adds how many to *cleared, each kind apart, having shown each such
+ *   part to seen (when not NULL) first. Pure but for seen.
  */
 #ifndef MTRACE_BEAM_HEAPS_H
 #define MTRACE_BEAM_HEAPS_H
@@ -105,7 +106,9 @@ void mt_beam_heaps_drop(struct mt_beam_gaps *g);
 struct mt_beam_cleared {
     uint64_t bytes[MT_BEAM_GAP_KINDS]; /* by kind */
 };
+typedef void (*mt_beam_gap_seen)(void *arg, enum mt_beam_gap_kind kind, const void *p, size_t len,
+                                 uintptr_t at);
 void mt_beam_gaps_clear(const struct mt_beam_gaps *g, void *buf, size_t len, uintptr_t at,
-                        struct mt_beam_cleared *cleared);
+                        struct mt_beam_cleared *cleared, mt_beam_gap_seen seen, void *arg);
 
 #endif

@@ -7,6 +7,7 @@
 #include <locale.h>
 #include <string.h>
 
+#include "beam_vm.h"
 #include "platform.h"
 #include "proc.h"
 
@@ -24,17 +25,18 @@ static size_t block_len(size_t n, int untold)
 
 /* Where the bytes of an off-heap Binary that is no magic one end in the block, rounded down to
  * words, when the block is one (*first: its first word that may hold a pointer); else 0. */
-static size_t binary_end(const uintptr_t *w, size_t len, int untold, size_t *first)
+static size_t binary_end(const uintptr_t *w, size_t len, int untold, unsigned otp, size_t *first)
 {
     /* len is rounded down to words: its last word's bytes may hold data too */
     size_t room = len + sizeof *w - 1, words = ~(sizeof *w - 1);
-    if (len < MT_BINARY_HEADER || (w[0] & BINARY_MAGIC)) return 0;
-    if (len >= MT_BINARY27_HEADER && mt_layout_binary27_live(w, room - MT_BINARY27_HEADER) &&
+    if (!otp || len < MT_BINARY_HEADER || (w[0] & BINARY_MAGIC)) return 0;
+    if ((otp & MT_OTP27) && len >= MT_BINARY27_HEADER &&
+        mt_layout_binary27_live(w, room - MT_BINARY27_HEADER) &&
         block_len(MT_BINARY27_HEADER + w[3], untold) == len) {
         *first = 2 * sizeof *w;
         return (MT_BINARY27_HEADER + w[3]) & words;
     }
-    if (untold && mt_layout_binary_live(w, 0, room - MT_BINARY_HEADER) &&
+    if ((otp & MT_OTP_25_26) && untold && mt_layout_binary_live(w, 0, room - MT_BINARY_HEADER) &&
         block_len(MT_BINARY_HEADER + w[2], untold) == len) {
         *first = MT_BINARY_HEADER;
         return (MT_BINARY_HEADER + w[2]) & words;
@@ -43,11 +45,11 @@ static size_t binary_end(const uintptr_t *w, size_t len, int untold, size_t *fir
 }
 
 size_t mt_layout_pointer_range(const uintptr_t *w, size_t len, uintptr_t at, int untold,
-                               size_t *first)
+                               unsigned binary, size_t *first)
 {
     size_t o = ((at + MT_DLFO_ALIGN - 1) & ~(uintptr_t)(MT_DLFO_ALIGN - 1)) - at, end;
     *first = 0;
-    if ((end = binary_end(w, len, untold, first))) return end;
+    if ((end = binary_end(w, len, untold, binary, first))) return end;
     if (o + MT_DLFO_HEADER + MT_DLFO_ENTRY > len) return len;
     const uintptr_t *h = w + o / sizeof *w, *e = h + MT_DLFO_HEADER / sizeof *w;
     size_t size = h[2], allocated = h[3];
@@ -122,25 +124,24 @@ static size_t text_length(const unsigned char *b, size_t len)
     return i < len && !b[i] ? i : len;
 }
 
-uintptr_t mt_layout_text_end(const uintptr_t *w, size_t k, int last)
+#define TZ_BLOCK 24 /* libc's tzstring_list entry for a name of up to 7 bytes */
+
+uintptr_t mt_layout_string_end(const uintptr_t *w, size_t n)
 {
-    unsigned char prev[sizeof *w], cur[sizeof *w];
-    if (!k) return UINTPTR_MAX;
-    memcpy(cur, &w[k], sizeof cur);
-    size_t j = text_length(cur, sizeof cur);
-    if (j == sizeof cur) return UINTPTR_MAX;
-    uintptr_t mask = j ? ((uintptr_t)1 << 8 * j) - 1 : 0;
-    if (last && j >= 3 && w[k - 1] == j) return mask;
-    if (!MT_LAYOUT_TEXT_LAST(w[k - 1])) return UINTPTR_MAX;
-    memcpy(prev, &w[k - 1], sizeof prev);
-    unsigned text = 0;
-    for (size_t i = 0; i < sizeof prev; i++) {
-        if (printable(prev[i]))
-            text++;
-        else if (prev[i])
-            return UINTPTR_MAX;
-    }
-    return text < 4 ? UINTPTR_MAX : mask;
+    size_t len = n * sizeof *w, j = text_length((const unsigned char *)w, len);
+    if (j >= 4 && j < len) return j / sizeof *w;
+    if (n == TZ_BLOCK / sizeof *w && w[1] - 3u < 5u &&
+        text_length((const unsigned char *)&w[2], sizeof *w) == w[1])
+        return 2;
+    return UINTPTR_MAX;
+}
+
+uintptr_t mt_layout_text_mask(uintptr_t word)
+{
+    size_t j = 0;
+    while (j < sizeof word && (word >> 8 * j & 0xFF))
+        j++;
+    return j == sizeof word ? UINTPTR_MAX : ((uintptr_t)1 << 8 * j) - 1;
 }
 
 unsigned mt_layout_heapbin(const uintptr_t *w, size_t n, size_t *last)
@@ -397,7 +398,8 @@ int mt_layout_carrier_held(const uintptr_t head[4], uintptr_t at, mt_layout_read
 /* Walks the blocks of the carrier at `at` (w: its `words` words) from word k on; returns the
  * number of free bytes when they end exactly at its end, each block as its header and its
  * neighbours say, else 0 (as when none is free: nothing to clear). With clear, zeroes them. */
-static size_t carrier_blocks(uintptr_t *w, size_t words, uintptr_t at, size_t k, int clear)
+static size_t carrier_blocks(uintptr_t *w, size_t words, uintptr_t at, size_t k, int clear,
+                             mt_layout_seen seen, void *arg)
 {
     size_t free_bytes = 0;
     int prev_free = 0;
@@ -411,6 +413,7 @@ static size_t carrier_blocks(uintptr_t *w, size_t words, uintptr_t at, size_t k,
             return 0;
         if (is_free) {
             free_bytes += size - 2 * sizeof *w;
+            if (clear && seen) seen(arg, w + k + 2, n - 2, at + (k + 2) * sizeof *w);
             if (clear) memset(w + k + 2, 0, size - 2 * sizeof *w);
         }
         k += n;
@@ -423,13 +426,13 @@ static size_t carrier_blocks(uintptr_t *w, size_t words, uintptr_t at, size_t k,
 /* The first block is the first word a walk goes from to the carrier's end: the header's size
  * differs by allocator and OTP release. Later ones walk too: each block of the chain, and the
  * headers the VM left inside a free block when it merged it with its neighbours. */
-size_t mt_layout_carrier_free(uintptr_t *w, size_t n, uintptr_t at)
+size_t mt_layout_carrier_free(uintptr_t *w, size_t n, uintptr_t at, mt_layout_seen seen, void *arg)
 {
     size_t size = n ? mt_layout_carrier_size(w[0]) : 0, words = size / sizeof *w;
     if (!size || words > n) return 0;
     for (size_t k = 4; k < CARRIER_HEADER_MAX / sizeof *w; k++)
-        if (!(w[k] & MT_BLK_PREV_FREE) && carrier_blocks(w, words, at, k, 0))
-            return carrier_blocks(w, words, at, k, 1);
+        if (!(w[k] & MT_BLK_PREV_FREE) && carrier_blocks(w, words, at, k, 0, NULL, NULL))
+            return carrier_blocks(w, words, at, k, 1, seen, arg);
     return 0;
 }
 

@@ -23,19 +23,19 @@
 /* Which of the len bytes of the block at `at` (w: a copy of them; len is the block's size rounded
  * down to whole words, as the mark reads it, or glibc's usable size when untold: a block without
  * a record) can hold pointers: from *first to the offset returned. All of them, but:
- * - in an OTP 27 Binary that is no magic one, its header's flags and unwritten word (a literal's
- *   kept a lost C++ buffer), taken when its original size makes the block's size;
- * - in a block without a record that is such a Binary, or OTP 25 and 26's ({flags, count,
- *   original size}), whose header and original size make its usable size: the bytes past its
- *   own, which the VM never writes (those of a literal's and of a loaded module's kept lost
- *   binaries in nodes without the preload), and the last word of its bytes that is partly past
- *   them;
+ * - in a block that a live Erlang reference proves a Binary (binary: the VM's release bits of
+ *   beam_vm.h, 0 when nothing proves it one), and only with that release's header:
+ *   - in an OTP 27 Binary that is no magic one, its header's flags and unwritten word (a
+ *     literal's kept a lost C++ buffer), taken when its original size makes the block's size;
+ *   - in a block without a record that is such a Binary, or OTP 25 and 26's ({flags, count,
+ *     original size}), whose header and original size make its usable size: the bytes past its
+ *     own, which the VM never writes, and the last word of its bytes that is partly past them;
  * - in a segment of the loader's _dl_find_object (platform.h), which were never written: the
  *   bytes before its 128-byte boundary, and its entries past those in use. A block is taken for
  *   one only when its header says so (to_free is the block, size <= allocated, all within the
  *   block) and its first entry is a loaded object's range, as _dl_find_object says. */
 size_t mt_layout_pointer_range(const uintptr_t *w, size_t len, uintptr_t at, int untold,
-                               size_t *first);
+                               unsigned binary, size_t *first);
 
 /* An Erlang ProcBin of OTP 25 and 26, a reference to an off-heap binary in the VM's memory: a
  * thing word (arity 5, subtag REFC_BINARY), the binary's size, the next ProcBin, val (the
@@ -159,23 +159,15 @@ int mt_layout_atom_named(const uintptr_t *w, const unsigned char *name, size_t l
  * loader's library names, libc's time zone strings). Such a block is read to its usable size,
  * and a string allocated to its length leaves the bytes after its NUL as malloc handed them out:
  * with the NUL's word they make an address as often as the string's last bytes are an address's
- * low ones (a loader's "/lib/x86_64-linux-gnu/liblzma.so.5" ended so in a lost block; libc's
- * "UTC\0UTC0" was followed by an old pointer whose low byte was the NUL). Word k is such an end
- * when word k - 1 is text (printable bytes and NULs, at least 4 printable, the last 0x20 to 0x7E:
- * the string runs on into word k) and word k's bytes are printable up to a NUL. Returns the mask
- * of word k's bytes before that NUL (0 when the NUL is its first byte); UINTPTR_MAX when word k
- * is no such end (or k is 0). A pointer is a whole aligned word, so a word that holds any of a
- * string's bytes holds no pointer. Word k is also such an end when it is its block's last (`last`)
- * and word k - 1 counts its bytes before the NUL, 3 to 7, all printable: a short string stored
- * after its length, as libc keeps its time zone names ({next, length, "UTC"}: such a block from
- * before an attach, the NUL's word ending in an old pointer's high half, kept a lost buffer). */
-uintptr_t mt_layout_text_end(const uintptr_t *w, size_t k, int last);
-/* Whether word k - 1 can count a short string in word k (3 to 7 bytes): the test that passes most
- * last words over before mt_layout_text_end(). */
-#define MT_LAYOUT_TEXT_COUNT(word) ((word)-3u < 5u)
-/* Whether a word can be the text before such an end: its last byte is 0x20 to 0x7E (most words
- * are not, and are passed over at this one test). */
-#define MT_LAYOUT_TEXT_LAST(word) ((uint8_t)((word) >> 56) - 0x20u < 0x5Fu)
+ * low ones (a loader's "/lib/x86_64-linux-gnu/liblzma.so.5" ended so in a lost block).
+ * mt_layout_string_end(): the index of the word that holds the NUL when the n words at w are a
+ * string's block: printable text from its first byte (at least 4 bytes of it) up to a NUL, or
+ * libc's time zone name, a 24-byte block {next, length, name} whose name has that length (3 to
+ * 7 printable bytes) and its NUL; UINTPTR_MAX when they are not. A pointer is a whole aligned word
+ * and text holds no NUL, so no pointer lies before that word. mt_layout_text_mask(): the mask of
+ * the NUL's word's bytes before its first NUL, the string's. */
+uintptr_t mt_layout_string_end(const uintptr_t *w, size_t n);
+uintptr_t mt_layout_text_mask(uintptr_t word);
 
 /* The GDB JIT interface (GDB's manual, "JIT Compilation Interface"; the BEAM's JIT, LLVM and
  * LuaJIT register their code so): a global __jit_debug_descriptor {version, action, relevant
@@ -268,12 +260,14 @@ size_t mt_layout_port_reds(const uintptr_t *w, size_t n, uintptr_t at);
  * Binary's or a NIF block's address keeps what malloc gave that chunk to since. Where the n words
  * at w, a copy of the memory at `at`, are such a carrier, all of it, walked from its first block
  * to its last, ending at its size, with every block's flags and every free block's words agreeing,
- * this zeroes the free blocks' words past those two and returns how many bytes it zeroed; else it
- * returns 0 and changes nothing. mt_layout_carrier_size(): the size a carrier whose first word is
+ * this zeroes the free blocks' words past those two and returns how many bytes it zeroed, having
+ * shown each free block's words to seen (when not NULL) first; else it returns 0 and changes
+ * nothing. mt_layout_carrier_size(): the size a carrier whose first word is
  * head would have (a whole number of pages, at least MT_CARRIER_SMALL), else 0. */
 #define MT_CARRIER_SMALL ((size_t)64 << 10)
 size_t mt_layout_carrier_size(uintptr_t head);
-size_t mt_layout_carrier_free(uintptr_t *w, size_t n, uintptr_t at);
+typedef void (*mt_layout_seen)(void *arg, const uintptr_t *w, size_t n, uintptr_t at);
+size_t mt_layout_carrier_free(uintptr_t *w, size_t n, uintptr_t at, mt_layout_seen seen, void *arg);
 
 /* Whether a carrier whose first words are head (at address at) is one the VM still holds (OTP 25
  * to 27); only single-block carriers are told. A single-block carrier says so in its first word's

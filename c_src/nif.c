@@ -18,6 +18,7 @@
 #include "beam_frames.h"
 #include "beam_heaps.h"
 #include "beam_regs.h"
+#include "beam_vm.h"
 #include "config.h"
 #include "filter.h"
 #include "hooks.h"
@@ -28,6 +29,7 @@
 #include "reach.h"
 #include "recorder.h"
 #include "roots.h"
+#include "rules.h"
 #include "snapshot.h"
 #include "stack.h"
 #include "symbols.h"
@@ -345,6 +347,35 @@ static void read_heads(struct batch *b, const struct mt_snapshot *snap)
     }
 }
 
+/* The OTP release of a beam_vm.h release bit, 0 for none. */
+static unsigned otp_release(unsigned bit)
+{
+    return bit == MT_OTP25 ? 25 : bit == MT_OTP26 ? 26 : bit == MT_OTP27 ? 27 : 0;
+}
+
+/* How sure the mark is that block i is lost (reach.h): nil when definitely, else {rule, holder}:
+ * the rule (rules.h) that discounted a word pointing into it, or into a lost block that reaches
+ * it, and that word's address. */
+static ERL_NIF_TERM certainty(ErlNifEnv *env, const struct mt_reach *r, size_t i)
+{
+    if (!r->rule[i]) return atom_nil;
+    ERL_NIF_TERM t[2] = {enif_make_atom(env, mt_rules[r->rule[i]].name),
+                         enif_make_uint64(env, r->rule_at[i])};
+    return enif_make_tuple_from_array(env, t, 2);
+}
+
+/* The words each rule discounted in the scan r, as a map of rule to words. */
+static ERL_NIF_TERM rule_counts(ErlNifEnv *env, const struct mt_reach *r)
+{
+    ERL_NIF_TERM keys[MT_RULES], vals[MT_RULES], map;
+    for (int k = MT_RULE_NONE + 1; k < MT_RULES; k++) {
+        keys[k - 1] = enif_make_atom(env, mt_rules[k].name);
+        vals[k - 1] = enif_make_uint64(env, r->discounted[k]);
+    }
+    enif_make_map_from_arrays(env, keys, vals, MT_RULES - 1, &map);
+    return map;
+}
+
 /* The batch's blocks as leaks/1's tuples, appended to items at *k. */
 static void batch_items(ErlNifEnv *env, struct batch *b, const struct mt_reach *r,
                         ERL_NIF_TERM *items, size_t *k)
@@ -353,7 +384,7 @@ static void batch_items(ErlNifEnv *env, struct batch *b, const struct mt_reach *
     for (size_t j = 0; j < b->n; j++) {
         const struct mt_record *rec = &r->snap.rec[b->at[j]];
         int unrecorded = rec->stack == MT_SNAPSHOT_UNRECORDED;
-        ERL_NIF_TERM t[6] = {
+        ERL_NIF_TERM t[7] = {
             enif_make_uint64(env, rec->addr),
             enif_make_uint64(env, rec->size),
             unrecorded ? describe(env, b->head[j], b->len[j], rec->size)
@@ -361,8 +392,9 @@ static void batch_items(ErlNifEnv *env, struct batch *b, const struct mt_reach *
             unrecorded ? atom_nil : enif_make_uint64(env, rec->stack),
             r->state[b->at[j]] == MT_REACH_DIRECT ? atom_true : atom_false,
             unrecorded ? atom_nil : enif_make_uint64(env, mt_reach_scans(rec->stack)),
+            certainty(env, r, b->at[j]),
         };
-        items[(*k)++] = enif_make_tuple_from_array(env, t, 6);
+        items[(*k)++] = enif_make_tuple_from_array(env, t, 7);
     }
     b->n = 0;
 }
@@ -542,6 +574,8 @@ static ERL_NIF_TERM leaks(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         {"missed_frees", enif_make_uint64(env, r.missed_frees)},
         {"mmapped_missing", enif_make_uint64(env, r.mmapped_missing)},
         {"bad_chunks", enif_make_uint64(env, r.bad_chunks)},
+        {"rules", rule_counts(env, &r)},
+        {"otp", enif_make_uint64(env, otp_release(mt_beam_vm_otp()))},
     };
     ERL_NIF_TERM result[3];
     result[1] = map_of(env, info, sizeof info / sizeof info[0]);
@@ -1121,6 +1155,9 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
     atom_erlang = enif_make_atom(env, "erlang");
     atom_attached = enif_make_atom(env, "attached");
     atom_ok = enif_make_atom(env, "ok");
+    ErlNifSysInfo sys;
+    enif_system_info(&sys, sizeof sys);
+    mt_beam_vm_set(sys.erts_version);
     return 0;
 }
 

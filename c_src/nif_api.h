@@ -37,5 +37,6 @@
 #pragma weak enif_make_ulong
 #pragma weak enif_raise_exception
 #pragma weak enif_self
+#pragma weak enif_system_info
 
 #endif

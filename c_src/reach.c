@@ -20,6 +20,7 @@
 #include "beam_frames.h"
 #include "beam_heaps.h"
 #include "beam_regs.h"
+#include "beam_vm.h"
 #include "cfi.h"
 #include "config.h"
 #include "heap.h"
@@ -28,12 +29,14 @@
 #include "platform.h"
 #include "proc.h"
 #include "recorder.h"
+#include "rules.h"
 #include "sort.h"
 #include "stack.h"
 #include "table.h"
 #include "world.h"
 
 #define BUF ((size_t)1 << 20)
+#define SCRATCH ((size_t)64 << 10) /* memory read only to note its words */
 #define BATCH 512
 #define WALK_TRIES 50
 #define ALLOCATORS 64 /* the VM's allocator instances told apart in one mark */
@@ -78,16 +81,43 @@ struct ctx {
     size_t nstrings;
     struct mt_beam_gaps gaps; /* the unused parts of the VM's process heaps (beam_heaps.h) */
     /* bits a word may not have set to keep a block: MT_TERMS_UNTAG while a carrier of Erlang
-     * terms is read (layouts.h), else 0; the allocators whose carriers were asked about */
+     * terms is read (layouts.h), else 0; the allocators whose carriers were asked about, each
+     * with the places (rules.h) its carriers are, 0 when it names no allocator */
     uintptr_t untag;
     struct {
         uintptr_t al;
-        int terms;
+        unsigned place;
     } allocators[ALLOCATORS];
     size_t nallocators;
+    /* Where the memory being read lies (rules.h's places) and the VM's release (beam_vm.h): a
+     * rule applies only where both are its own. */
+    unsigned place, otp;
+    /* The roots' pass: a discounted word that points into a block is noted (r->rule), since the
+     * memory that holds it is reachable; in the lost blocks' passes it is not. */
+    int noting;
+    uint8_t *binary;              /* by record: a live ProcBin or BinRef names it (MT_PLACE_BINARY) */
+    uintptr_t libc_lo, libc_hi;   /* libc's writable data */
+    uintptr_t *scratch;           /* for the words of memory read only to note them */
 };
 
 #define HIDE_MASK ((uintptr_t)0x5a5a5a5a5a5a5a5aULL)
+
+/* libc's writable data, where malloc keeps its arenas' bookkeeping (MT_RULE_CHUNK_HEADER). */
+static int note_libc(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    struct ctx *c = arg;
+    const char *base = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
+    if (!base || strncmp(base, "/libc.so", 8) != 0) return 0;
+    for (size_t i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_W)) continue;
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
+        if (!c->libc_hi || lo < c->libc_lo) c->libc_lo = lo;
+        if (hi > c->libc_hi) c->libc_hi = hi;
+    }
+    return 1;
+}
 
 /* The loaded objects' writable segments (data and bss), listed before a mark with paths: an
  * object's bss past its file's last page is an anonymous mapping, and a library's data is never
@@ -167,6 +197,8 @@ static int next_chunk_header(const struct mt_record *r, uintptr_t w)
     return w != r->addr && w == r->addr - 16 + chunk;
 }
 
+static void note_block_words(struct ctx *c, enum mt_rule rule, size_t i);
+
 /* Whether block i can be marked now: it is in state from or from2, and not the block being
  * read. */
 static int markable(const struct ctx *c, size_t i)
@@ -184,12 +216,65 @@ static void mark(struct ctx *c, size_t i, uintptr_t at)
     }
 }
 
+/* Whether rule applies to the memory being read: its place and the VM's release. */
+static int applies(const struct ctx *c, enum mt_rule rule)
+{
+    const struct mt_rule_row *row = &mt_rules[rule];
+    return (c->place & row->where) && (!row->otp || (row->otp & c->otp));
+}
+
+/* Notes that the word w at address at, discounted by rule, points into block i: a lost block so
+ * pointed into is lost only possibly (rules.h). The first such word is kept. */
+static void note_block(struct ctx *c, enum mt_rule rule, size_t i, uintptr_t at)
+{
+    if (!c->noting || i == c->self || c->r->rule[i]) return;
+    c->r->rule[i] = (uint8_t)rule;
+    c->r->rule_at[i] = at;
+}
+
+/* The word w at address at is not taken for a pointer, by rule. */
+static void discount(struct ctx *c, enum mt_rule rule, uintptr_t w, uintptr_t at)
+{
+    c->r->discounted[rule]++;
+    size_t i;
+    if (c->noting && (i = mt_snapshot_find(c->s, w)) != MT_SNAPSHOT_NONE) note_block(c, rule, i, at);
+}
+
+/* The n words at w, a copy of the memory at `at`, are not read, by rule. */
+static void discount_words(struct ctx *c, enum mt_rule rule, const uintptr_t *w, size_t n,
+                           uintptr_t at)
+{
+    c->r->discounted[rule] += n;
+    if (!c->noting) return;
+    for (size_t k = 0; k < n; k++) {
+        size_t i;
+        if (w[k] && (i = mt_snapshot_find(c->s, w[k])) != MT_SNAPSHOT_NONE)
+            note_block(c, rule, i, at + k * sizeof *w);
+    }
+}
+
 /* w, the word at address at (for registers: the thread's index << 8 | the register's * 8). */
 static void consider(struct ctx *c, uintptr_t w, uintptr_t at)
 {
-    if ((w & c->untag) || (c->hiding && (w ^ HIDE_MASK) == c->hide)) return;
+    if (c->hiding && (w ^ HIDE_MASK) == c->hide) return;
+    if (w & c->untag) {
+        discount(c, MT_RULE_TERM_TAGS, w, at);
+        return;
+    }
     size_t i = mt_snapshot_find(c->s, w);
-    if (i == MT_SNAPSHOT_NONE || !markable(c, i) || next_chunk_header(&c->s->rec[i], w)) return;
+    if (i == MT_SNAPSHOT_NONE) return;
+    if (c->st[i] == STICKY) {
+        c->r->discounted[MT_RULE_REMEMBERED]++;
+        note_block(c, MT_RULE_REMEMBERED, i, at);
+        return;
+    }
+    if (!markable(c, i)) return;
+    if (c->self == MT_SNAPSHOT_NONE && at >= c->libc_lo && at < c->libc_hi &&
+        next_chunk_header(&c->s->rec[i], w)) {
+        c->r->discounted[MT_RULE_CHUNK_HEADER]++;
+        note_block(c, MT_RULE_CHUNK_HEADER, i, at);
+        return;
+    }
     mark(c, i, at);
     if (c->push) c->work[c->nwork++] = i;
 }
@@ -206,6 +291,7 @@ static void keep(struct ctx *c, uintptr_t a, size_t thread)
         c->parent[i] = MT_REACH_ALTSTACK;
         c->via[i] = thread << 8;
     }
+    note_block_words(c, MT_RULE_SIGNAL_STACKS, i);
 }
 
 /* Block i is reachable through the word at `at` of block `parent` (or of memory outside every
@@ -238,8 +324,10 @@ static void keep_jit(struct ctx *c)
         known(c, i, parent, at);
         size_t j = mt_snapshot_find(c->s, w[2]);
         if (j != MT_SNAPSHOT_NONE && c->s->rec[j].addr == w[2] && w[3] <= c->s->rec[j].size &&
-            c->st[j] == UNSEEN)
+            c->st[j] == UNSEEN) {
             known(c, j, i, e + 2 * sizeof *w);
+            note_block_words(c, MT_RULE_JIT_SYMFILES, j);
+        }
         parent = i;
         at = e;
         e = w[0];
@@ -303,18 +391,86 @@ static int atom(struct ctx *c, const uintptr_t *w)
     return len && read_mem(c, w[4], len, name) == len && mt_layout_atom_named(w, name, len);
 }
 
+/* Notes the words of [lo, hi), memory the mark does not read by rule: what of it can be read, a
+ * page run at a time, past pages that are not resident (as scan_range skips them). */
+static void note_unread(struct ctx *c, enum mt_rule rule, uintptr_t lo, uintptr_t hi)
+{
+    lo = (lo + 7) & ~(uintptr_t)7;
+    while (lo < hi) {
+        size_t len = hi - lo < SCRATCH ? hi - lo : SCRATCH;
+        if (c->mincore) {
+            uintptr_t page = lo & ~(uintptr_t)(MT_PAGE - 1);
+            unsigned char vec[SCRATCH / MT_PAGE + 1];
+            size_t pages = (lo + len - page + MT_PAGE - 1) / MT_PAGE;
+            if (mincore((void *)page, pages * MT_PAGE, vec) == 0 && !(vec[0] & 1)) {
+                c->r->discounted[rule] += (page + MT_PAGE - lo) / sizeof(uintptr_t);
+                lo = page + MT_PAGE;
+                continue;
+            }
+        }
+        size_t got = c->scratch ? read_mem(c, lo, len, c->scratch) : 0;
+        discount_words(c, rule, c->scratch, got / sizeof(uintptr_t), lo);
+        if (got < len) {
+            uintptr_t skip = ((lo + got) & ~(uintptr_t)(MT_PAGE - 1)) + MT_PAGE;
+            c->r->discounted[rule] += (skip - lo - got) / sizeof(uintptr_t);
+            lo = skip;
+        } else {
+            lo += len;
+        }
+    }
+}
+
+/* Block i is reachable but its words are not read, by rule: they are noted. */
+static void note_block_words(struct ctx *c, enum mt_rule rule, size_t i)
+{
+    note_unread(c, rule, c->s->rec[i].addr, c->s->rec[i].addr + (c->s->rec[i].size & ~(size_t)7));
+}
+
+/* mtrace's own object, whose frames lead every recorded stack. */
+static int own_code(uintptr_t ip)
+{
+    static void *own;
+    struct dl_find_object f;
+    if (!own && _dl_find_object((void *)(uintptr_t)own_code, &f) == 0) own = f.dlfo_link_map;
+    return _dl_find_object((void *)ip, &f) == 0 && f.dlfo_link_map == own;
+}
+
+/* Whether the block being read was allocated by the VM's own code: its record's first frame past
+ * mtrace's lies in the VM's executable (MT_PLACE_VM_BLOCK). */
+static int vm_block(const struct ctx *c)
+{
+    const uintptr_t *ips;
+    if (c->self == MT_SNAPSHOT_NONE || c->s->rec[c->self].stack == MT_SNAPSHOT_UNRECORDED)
+        return 0;
+    int n = mt_stack_get(c->s->rec[c->self].stack, &ips), k = 0;
+    while (k < n && own_code(ips[k]))
+        k++;
+    return k < n && mt_beam_vm_code(ips[k]);
+}
+
 /* Whether w is asmjit's JitAllocatorBlock (layouts.h) whose bit vectors are a block of their own
- * (at their request's size, or glibc's rounding past it): that block, which holds no pointer, is
- * marked through the word at `at` and not read. */
+ * (at their request's size, or glibc's rounding past it), in a block the VM allocated: that block,
+ * which holds no pointer, is marked through the word at `at` and not read. */
 static int jit_bits(struct ctx *c, const uintptr_t *w, uintptr_t at)
 {
     size_t bytes = mt_layout_jit_bits(w), i;
     if (!bytes || (i = mt_snapshot_find(c->s, w[MT_JITB_USED])) == MT_SNAPSHOT_NONE ||
         c->s->rec[i].addr != w[MT_JITB_USED] || c->s->rec[i].size < 2 * bytes ||
-        c->s->rec[i].size >= 2 * bytes + 16)
+        c->s->rec[i].size >= 2 * bytes + 16 || !vm_block(c))
         return 0;
-    if (markable(c, i)) mark(c, i, at);
+    if (markable(c, i)) {
+        mark(c, i, at);
+        note_block_words(c, MT_RULE_JIT_BIT_VECTORS, i);
+    }
     return 1;
+}
+
+/* A live reference to an off-heap Binary at v, in a carrier of terms: the block that starts there
+ * is that Binary (MT_PLACE_BINARY). */
+static void binary_named(struct ctx *c, uintptr_t v)
+{
+    size_t i = mt_snapshot_find(c->s, v);
+    if (i != MT_SNAPSHOT_NONE && c->s->rec[i].addr == v) c->binary[i] = 1;
 }
 
 #define WORD_KEY(p) (*(p))
@@ -334,76 +490,113 @@ static int untold(const struct ctx *c)
     return c->self != MT_SNAPSHOT_NONE && c->s->rec[c->self].stack == MT_SNAPSHOT_UNRECORDED;
 }
 
-/* The words of p, a copy of len bytes from address at. */
+/* The words of p, a copy of len bytes from address at, with the rules that apply where they lie
+ * (c->place, c->otp). */
 static void scan_words(struct ctx *c, const void *p, size_t len, uintptr_t at)
 {
     const uintptr_t *w = p;
     /* a word partly data: a heap binary's last, a fun's, an atom's, a port's reds */
     size_t padded = SIZE_MAX;
     uintptr_t data = 0, text;
-    /* a block without a record is read to its usable size: its strings' ends are told */
-    int ends = untold(c);
-    /* the index of the block's last word, when it is read: a short string's count rule's */
-    size_t final = SIZE_MAX;
-    if (ends) {
-        uintptr_t end = c->s->rec[c->self].addr + c->s->rec[c->self].size;
-        if (end >= at + sizeof *w && (end - at) % sizeof *w == 0)
-            final = (end - at) / sizeof *w - 1;
+    enum mt_rule padding = MT_RULE_NONE;
+    /* the NUL's word of a block without a record that is a string from its first byte */
+    size_t nul_word = SIZE_MAX;
+    if ((c->place & MT_PLACE_UNRECORDED) && at == c->s->rec[c->self].addr &&
+        (text = mt_layout_string_end(w, len / sizeof *w)) != UINTPTR_MAX) {
+        nul_word = text;
     }
+    int terms = c->otp && (c->place & MT_PLACE_TERMS), own = c->otp && (c->place & MT_PLACE_VM_OWN);
+    int otp25 = (c->otp & MT_OTP_25_26) != 0, otp27 = (c->otp & MT_OTP27) != 0;
     for (size_t k = 0, n = len / sizeof *w; k < n; k++) {
         uint32_t live;
         size_t last;
         unsigned bytes;
         if (k == padded) {
+            if (w[k] & ~data) discount(c, padding, w[k], at + k * sizeof *w);
             consider(c, w[k] & data, at + k * sizeof *w);
             continue;
         }
-        if (ends && k &&
-            (MT_LAYOUT_TEXT_LAST(w[k - 1]) || (k == final && MT_LAYOUT_TEXT_COUNT(w[k - 1]))) &&
-            (text = mt_layout_text_end(w, k, k == final)) != UINTPTR_MAX) {
-            consider(c, w[k] & text, at + k * sizeof *w);
+        if (k == nul_word) {
+            uintptr_t mask = mt_layout_text_mask(w[k]);
+            if (w[k] & ~mask) discount(c, MT_RULE_STRING_END, w[k], at + k * sizeof *w);
+            consider(c, w[k] & mask, at + k * sizeof *w);
             continue;
         }
-        if (((w[k] & 0x3F) == MT_HEAPBIN_SUBTAG || (w[k] & 0x3F) == MT_HEAPBITS_SUBTAG) &&
-            (bytes = mt_layout_heapbin(w + k, n - k, &last))) {
-            padded = k + last;
-            data = ((uintptr_t)1 << 8 * bytes) - 1;
-        }
-        if (w[k] == MT_FUN_HEADER && mt_layout_fun(w + k, n - k)) {
-            padded = k + MT_FUN_PADDED;
-            data = MT_FUN_DATA;
-        }
-        /* read only where the word's padding would keep a block: a name costs a system call */
-        if (k + MT_ATOM_WORDS <= n && MT_LAYOUT_ATOM_MAY(w + k) && w[k + MT_ATOM_INDEX] >> 32 &&
-            mt_snapshot_find(c->s, w[k + MT_ATOM_INDEX]) != MT_SNAPSHOT_NONE && atom(c, w + k)) {
-            padded = k + MT_ATOM_INDEX;
-            data = MT_ATOM_INDEX_DATA;
-        }
-        if (w[k] == at + (k + 4) * sizeof *w &&
-            mt_layout_ioqueue(w + k, n - k, at + k * sizeof *w, &live)) {
-            for (size_t j = 0; j < MT_IOQ_WORDS; j++)
-                if (live >> j & 1) consider(c, w[k + j], at + (k + j) * sizeof *w);
-            size_t tail = k + MT_IOQ_WORDS;
-            if (tail < n && mt_layout_port_reds(w + tail, n - tail, at + tail * sizeof *w)) {
-                padded = tail + MT_PORT_REDS;
-                data = MT_PORT_REDS_DATA;
+        if (terms) {
+            if (((w[k] & 0x3F) == (otp27 ? MT_HEAPBITS_SUBTAG : MT_HEAPBIN_SUBTAG)) &&
+                (bytes = mt_layout_heapbin(w + k, n - k, &last))) {
+                padded = k + last;
+                data = ((uintptr_t)1 << 8 * bytes) - 1;
+                padding = MT_RULE_HEAP_BINARY;
             }
-            k = tail - 1;
-            continue;
+            if (otp25 && w[k] == MT_FUN_HEADER && mt_layout_fun(w + k, n - k)) {
+                padded = k + MT_FUN_PADDED;
+                data = MT_FUN_DATA;
+                padding = MT_RULE_FUN_PADDING;
+            }
+            if (otp25 && k >= 3 && mt_layout_procbin(w + k - 3, n - (k - 3))) {
+                if (dead_procbin(c, w, k)) {
+                    discount(c, MT_RULE_DEAD_PROCBIN, w[k], at + k * sizeof *w);
+                    if (k + 1 < n) discount(c, MT_RULE_DEAD_PROCBIN, w[k + 1], at + (k + 1) * 8);
+                    k++; /* bytes too */
+                    continue;
+                }
+                binary_named(c, w[k]);
+            }
+            if (otp25 && k >= 1 && w[k - 1] == MT_MREF_HEADER && dead_mref(c, w[k])) {
+                discount(c, MT_RULE_DEAD_MREF, w[k], at + k * sizeof *w);
+                continue;
+            }
+            if (otp27 && k >= 1 && w[k - 1] == MT_BINREF_HEADER) {
+                if (dead_binref(c, w[k])) {
+                    discount(c, MT_RULE_DEAD_BINREF, w[k], at + k * sizeof *w);
+                    continue;
+                }
+                binary_named(c, w[k]);
+            }
+            if ((otp25 && k >= 2 && mt_layout_matchstate(w + k - 2, n - (k - 2))) ||
+                (otp27 && k >= 1 && mt_layout_subbits(w + k - 1, n - (k - 1)))) {
+                /* its base, which its orig keeps */
+                discount(c, otp25 ? MT_RULE_MATCH_STATE : MT_RULE_SUB_BITS, w[k],
+                         at + k * sizeof *w);
+                continue;
+            }
         }
-        if (k >= 3 && mt_layout_procbin(w + k - 3, n - (k - 3)) && dead_procbin(c, w, k)) {
-            k++; /* bytes too */
-            continue;
+        if (own) {
+            /* read only where the word's padding would keep a block: a name costs a system
+             * call */
+            if (k + MT_ATOM_WORDS <= n && MT_LAYOUT_ATOM_MAY(w + k) && w[k + MT_ATOM_INDEX] >> 32 &&
+                mt_snapshot_find(c->s, w[k + MT_ATOM_INDEX]) != MT_SNAPSHOT_NONE &&
+                atom(c, w + k)) {
+                padded = k + MT_ATOM_INDEX;
+                data = MT_ATOM_INDEX_DATA;
+                padding = MT_RULE_ATOM_INDEX;
+            }
+            if (w[k] == at + (k + 4) * sizeof *w &&
+                mt_layout_ioqueue(w + k, n - k, at + k * sizeof *w, &live)) {
+                for (size_t j = 0; j < MT_IOQ_WORDS; j++) {
+                    if (live >> j & 1)
+                        consider(c, w[k + j], at + (k + j) * sizeof *w);
+                    else
+                        discount(c, MT_RULE_IO_QUEUE, w[k + j], at + (k + j) * sizeof *w);
+                }
+                size_t tail = k + MT_IOQ_WORDS;
+                if (tail < n && mt_layout_port_reds(w + tail, n - tail, at + tail * sizeof *w)) {
+                    padded = tail + MT_PORT_REDS;
+                    data = MT_PORT_REDS_DATA;
+                    padding = MT_RULE_PORT_REDS;
+                }
+                k = tail - 1;
+                continue;
+            }
         }
-        if (k >= 1 && w[k - 1] == MT_MREF_HEADER && dead_mref(c, w[k])) continue;
-        if (c->vm && k >= 1 && w[k - 1] == MT_BINREF_HEADER && dead_binref(c, w[k])) continue;
-        if (k >= MT_JITB_USED && k + 1 < n && MT_LAYOUT_JITB_MAY(w + k - MT_JITB_USED) &&
+        if (c->otp && k >= MT_JITB_USED && k + 1 < n && applies(c, MT_RULE_JIT_BIT_VECTORS) &&
+            MT_LAYOUT_JITB_MAY(w + k - MT_JITB_USED) &&
             jit_bits(c, w + k - MT_JITB_USED, at + k * sizeof *w)) {
+            c->r->discounted[MT_RULE_JIT_BIT_VECTORS] += 2;
             k++; /* the stop vector's pointer, into the same block */
             continue;
         }
-        if (k >= 2 && mt_layout_matchstate(w + k - 2, n - (k - 2))) continue; /* its base */
-        if (k >= 1 && mt_layout_subbits(w + k - 1, n - (k - 1))) continue;    /* its base */
         consider(c, w[k], at + k * sizeof *w);
     }
 }
@@ -437,22 +630,71 @@ static int carrier_held(struct ctx *c, uintptr_t at, const uintptr_t head[4])
     return mt_layout_carrier_held(head, at, read_all, c, (uintptr_t *)c->buf);
 }
 
-/* The bits a word of a carrier of allocator al may not have set to keep a block: MT_TERMS_UNTAG
- * for the allocator of Erlang terms (layouts.h). Each allocator's name is read once a mark. */
-static uintptr_t untag_of(struct ctx *c, uintptr_t al)
+/* A process heap's unused part, a free id list, ... (beam_heaps.h), zeroed in the copy. */
+static void note_gap(void *arg, enum mt_beam_gap_kind kind, const void *p, size_t len, uintptr_t at)
+{
+    static const enum mt_rule rule[MT_BEAM_GAP_KINDS] = {
+        [MT_BEAM_GAP_HEAP] = MT_RULE_PROCESS_HEAP_GAPS, [MT_BEAM_GAP_IDS] = MT_RULE_ID_LISTS,
+        [MT_BEAM_GAP_FIX] = MT_RULE_FIX_LISTS,          [MT_BEAM_GAP_DD] = MT_RULE_DELAYED_FREES,
+        [MT_BEAM_GAP_FREGS] = MT_RULE_FLOAT_REGISTERS,
+    };
+    discount_words(arg, rule[kind], p, len / sizeof(uintptr_t), at);
+}
+
+/* A carrier's free block, [at, at + n words), which the carrier walk zeroes (layouts.h). */
+static void note_free(void *arg, const uintptr_t *w, size_t n, uintptr_t at)
+{
+    discount_words(arg, MT_RULE_FREE_VM_BLOCKS, w, n, at);
+}
+
+/* The places (rules.h) of a carrier of allocator al: terms in eheap_alloc's, ets_alloc's and
+ * literal_alloc's; the VM's own structs in every other allocator's but driver_alloc's and
+ * binary_alloc's, where NIFs and drivers keep theirs; none when al names no allocator of the VM's,
+ * or in a process that is no BEAM. Each allocator's name is read once a mark. */
+static unsigned place_of(struct ctx *c, uintptr_t al)
 {
     size_t i = 0;
     while (i < c->nallocators && c->allocators[i].al != al)
         i++;
-    if (i == c->nallocators) {
-        char prefix[16];
-        int terms = mt_layout_allocator_prefix(al, prefix, read_all, c) &&
-                    strcmp(prefix, MT_TERMS_PREFIX) == 0;
-        if (i == ALLOCATORS) return terms ? MT_TERMS_UNTAG : 0;
-        c->allocators[c->nallocators++].al = al;
-        c->allocators[i].terms = terms;
+    if (i < c->nallocators) return c->allocators[i].place;
+    char prefix[16];
+    unsigned place = 0;
+    if (c->otp && mt_layout_allocator_prefix(al, prefix, read_all, c)) {
+        if (!strcmp(prefix, MT_TERMS_PREFIX) || !strcmp(prefix, "ets_") ||
+            !strcmp(prefix, "literal_"))
+            place = MT_PLACE_TERMS;
+        else if (strcmp(prefix, "driver_") && strcmp(prefix, "binary_"))
+            place = MT_PLACE_VM_OWN;
+        else
+            place = MT_PLACE_VM_DATA;
+        if (!strcmp(prefix, MT_TERMS_PREFIX)) place |= MT_PLACE_TAGGED;
     }
-    return c->allocators[i].terms ? MT_TERMS_UNTAG : 0;
+    if (i < ALLOCATORS) {
+        c->allocators[c->nallocators].al = al;
+        c->allocators[c->nallocators++].place = place;
+    }
+    return place;
+}
+
+/* Reads the carrier of allocator al (its words in buf, got bytes from at): its places set, its
+ * free blocks noted and zeroed where the whole carrier is in buf (whole), the untag bits of a
+ * carrier of terms set. Returns its places. */
+static unsigned enter_carrier(struct ctx *c, uintptr_t al, uintptr_t *buf, size_t got, uintptr_t at,
+                              int whole)
+{
+    unsigned place = place_of(c, al);
+    c->place = place & (MT_PLACE_TERMS | MT_PLACE_VM_OWN);
+    c->untag = place & MT_PLACE_TAGGED ? MT_TERMS_UNTAG : 0;
+    if (place && whole)
+        c->r->vm_free_bytes += mt_layout_carrier_free(buf, got / sizeof *buf, at, note_free, c);
+    return place;
+}
+
+/* Leaves a carrier, or a block: no place is the mark's but where it proves one. */
+static void leave_place(struct ctx *c)
+{
+    c->place = 0;
+    c->untag = 0;
 }
 
 /* How much of buf (got bytes, read from lo) lies before the first page after its first that
@@ -500,9 +742,12 @@ static void scan_range(struct ctx *c, uintptr_t lo, uintptr_t hi, uint64_t *byte
         uintptr_t head[4];
         if (!(lo & (MT_PAGE - 1)) && read_mem(c, lo, sizeof head, head) == sizeof head)
             carrier = vm_carrier(head, hi - lo);
+        /* only a carrier whose allocator names itself is the VM's */
+        if (carrier && !place_of(c, head[3] & ~(uintptr_t)7)) carrier = 0;
         /* a carrier the VM let go of is free memory, its words stale */
         if (carrier && !carrier_held(c, lo, head)) {
             c->r->vm_free_bytes += carrier;
+            note_unread(c, MT_RULE_RELEASED_CARRIERS, lo, lo + carrier);
             lo += carrier;
             continue;
         }
@@ -515,12 +760,13 @@ static void scan_range(struct ctx *c, uintptr_t lo, uintptr_t hi, uint64_t *byte
         size_t got = read_mem(c, lo, len, buf);
         size_t cut = carrier ? got : before_carrier(buf, got, lo, hi);
         if (cut < got) got = len = cut;
-        if (carrier && got == carrier)
-            c->r->vm_free_bytes += mt_layout_carrier_free((uintptr_t *)buf, got / sizeof *head, lo);
-        mt_beam_gaps_clear(&c->gaps, buf, got, lo, &c->r->left);
-        c->untag = carrier ? untag_of(c, head[3] & ~(uintptr_t)7) : 0;
+        unsigned place = c->place;
+        if (carrier)
+            enter_carrier(c, head[3] & ~(uintptr_t)7, (uintptr_t *)buf, got, lo, got == carrier);
+        mt_beam_gaps_clear(&c->gaps, buf, got, lo, &c->r->left, note_gap, c);
         scan_words(c, buf, got, lo);
-        c->untag = 0;
+        if (carrier) leave_place(c);
+        c->place = place;
         if (buf != c->buf) mt_mem_unmap(buf, carrier);
         *bytes += got;
         if (got < len) {
@@ -599,6 +845,32 @@ static size_t next_queued(struct ctx *c)
     return c->parent ? c->work[c->head++] : c->work[--c->nwork];
 }
 
+/* Scans block c->self, whose len bytes at address at were read to w, with the rules its place
+ * proves: a carrier of the VM's (an allocator's first carrier comes from malloc, sys_alloc), a
+ * block the VM allocated, a Binary a live reference names, or a string without a record. */
+static void read_block(struct ctx *c, void *w, size_t len, uintptr_t at)
+{
+    const uintptr_t *head = w;
+    if (len >= MT_CARRIER_SMALL && vm_carrier(head, len) && place_of(c, head[3] & ~(uintptr_t)7))
+        enter_carrier(c, head[3] & ~(uintptr_t)7, w, len, at, 1);
+    else
+        c->place = (untold(c) ? MT_PLACE_UNRECORDED : MT_PLACE_VM_BLOCK) |
+                   (c->binary[c->self] ? MT_PLACE_BINARY : 0);
+    mt_beam_gaps_clear(&c->gaps, w, len, at, &c->r->left, note_gap, c);
+    if (untold(c) && string_block(c, at) && mt_layout_is_text(w, len)) {
+        discount_words(c, MT_RULE_LIBC_STRINGS, w, len / sizeof(uintptr_t), at);
+        leave_place(c);
+        return;
+    }
+    size_t first, end = mt_layout_pointer_range(w, len, at, untold(c),
+                                                c->place & MT_PLACE_BINARY ? c->otp : 0, &first);
+    enum mt_rule rule = c->place & MT_PLACE_BINARY ? MT_RULE_BINARY_SLACK : MT_RULE_LOADER_SEGMENT;
+    discount_words(c, rule, w, first / sizeof(uintptr_t), at);
+    discount_words(c, rule, (const uintptr_t *)((const char *)w + end), (len - end) / 8, at + end);
+    scan_words(c, (const char *)w + first, end - first, at + first);
+    leave_place(c);
+}
+
 /* Reads and scans the queued blocks, a batch per system call, until none is left. With paths the
  * queue only grows while it is read: it starts again at 0 once read, so that no pass's pushes
  * (each block at most once a pass) run past its n slots. */
@@ -646,24 +918,7 @@ static void drain(struct ctx *c)
             c->self = idx[j];
             /* A block may be one of the VM's carriers: an allocator's first one comes from
              * malloc (sys_alloc), and is read as a block, with the rules of a mapped one. */
-            const uintptr_t *head = local[j].iov_base;
-            if (local[j].iov_len >= MT_CARRIER_SMALL) {
-                c->r->vm_free_bytes +=
-                    mt_layout_carrier_free(local[j].iov_base, local[j].iov_len / sizeof(uintptr_t),
-                                           (uintptr_t)remote[j].iov_base);
-                if (vm_carrier(head, local[j].iov_len))
-                    c->untag = untag_of(c, head[3] & ~(uintptr_t)7);
-            }
-            mt_beam_gaps_clear(&c->gaps, local[j].iov_base, local[j].iov_len,
-                               (uintptr_t)remote[j].iov_base, &c->r->left);
-            size_t first,
-                end = mt_layout_pointer_range(local[j].iov_base, local[j].iov_len,
-                                              (uintptr_t)remote[j].iov_base, untold(c), &first);
-            if (!untold(c) || !string_block(c, (uintptr_t)remote[j].iov_base) ||
-                !mt_layout_is_text(local[j].iov_base, local[j].iov_len))
-                scan_words(c, (const char *)local[j].iov_base + first, end - first,
-                           (uintptr_t)remote[j].iov_base + first);
-            c->untag = 0;
+            read_block(c, local[j].iov_base, local[j].iov_len, (uintptr_t)remote[j].iov_base);
             c->r->block_bytes += local[j].iov_len;
         }
         c->self = MT_SNAPSHOT_NONE;
@@ -857,6 +1112,7 @@ static void scan_roots(struct ctx *c, uintptr_t own_lo, uintptr_t own_hi)
         uintptr_t from = live_from(c, lo, hi);
         c->vm = from == lo && !plen;
         uintptr_t tcb_lo = c->vm ? exited_tcb(&tcb, lo, hi) : 0;
+        if (tcb_lo) note_unread(c, MT_RULE_EXITED_STACKS, from, tcb_lo);
         if (plen)
             scan_minus_own(c, from, hi);
         else
@@ -874,6 +1130,7 @@ static void mark_from_roots(struct ctx *c, uintptr_t own_lo, uintptr_t own_hi,
     c->target = MT_REACH_REACHABLE;
     c->push = 1;
     c->root = MT_REACH_MEMORY;
+    c->noting = 1;
     /* before any word is read: a thread's stack may point to its own alternate signal stack
      * (the BEAM's threads do), and a block marked so would be read */
     for (size_t i = 0; i < c->world->n; i++)
@@ -889,6 +1146,7 @@ static void mark_from_roots(struct ctx *c, uintptr_t own_lo, uintptr_t own_hi,
     if (here) scan_regs(c, here, c->world->n);
     c->hiding = 0;
     drain(c);
+    c->noting = 0;
 }
 
 /* Block i becomes `becomes` and is queued to be read; a direct lost block starts its chain. */
@@ -904,6 +1162,36 @@ static void queue_all(struct ctx *c, uint8_t state, uint8_t becomes)
 {
     for (size_t i = 0; i < c->s->heap; i++)
         if (c->st[i] == state) queue(c, i, becomes);
+}
+
+/* A lost block that a discounted word of reachable memory points into may be referenced after
+ * all, and so may every lost block it reaches: those get its rule, each through the first word
+ * that points into it. */
+static void spread_possible(struct ctx *c)
+{
+    const struct mt_snapshot *s = c->s;
+    size_t n = 0;
+    for (size_t i = 0; i < s->heap; i++)
+        if (c->r->rule[i] && (c->st[i] == MT_REACH_DIRECT || c->st[i] == MT_REACH_INDIRECT))
+            c->work[n++] = i;
+    while (n) {
+        size_t i = c->work[--n];
+        uintptr_t a = s->rec[i].addr, end = a + (s->rec[i].size & ~(uint64_t)7);
+        while (a < end) {
+            size_t len = end - a < SCRATCH ? end - a : SCRATCH, got = read_mem(c, a, len, c->scratch);
+            for (size_t k = 0; k < got / sizeof(uintptr_t); k++) {
+                size_t j = mt_snapshot_find(s, c->scratch[k]);
+                if (j == MT_SNAPSHOT_NONE || c->r->rule[j] ||
+                    (c->st[j] != MT_REACH_DIRECT && c->st[j] != MT_REACH_INDIRECT))
+                    continue;
+                c->r->rule[j] = c->r->rule[i];
+                c->r->rule_at[j] = a + k * sizeof(uintptr_t);
+                c->work[n++] = j;
+            }
+            if (got < len) break;
+            a += len;
+        }
+    }
 }
 
 /* Lost blocks: direct when no other lost block points to them, indirect otherwise; cycles of
@@ -1079,14 +1367,17 @@ static int run(struct mt_reach *r, int at_exit, int walk_heap, int paths, uintpt
     int walk = walk_heap && mt_heap_prepare(&heap) == 0;
     if (walk_heap && !walk) r->heap_refused = heap.refused;
     mt_beam_alloc_learn();
+    mt_beam_vm_learn();
     struct ctx c = {.r = r,
                     .s = &r->snap,
                     .pid = getpid(),
                     .world = &world,
                     .self = MT_SNAPSHOT_NONE,
                     .hide = hide,
-                    .jit = mt_layout_jit_descriptor()};
+                    .jit = mt_layout_jit_descriptor(),
+                    .otp = mt_beam_vm_otp()};
     c.nstrings = mt_layout_strings(c.strings, MT_LAYOUT_STRINGS);
+    dl_iterate_phdr(note_libc, &c);
     if (stop(&c, &world, &heap, walk) != 0) {
         e = errno;
         mt_guard_release();
@@ -1103,19 +1394,25 @@ static int run(struct mt_reach *r, int at_exit, int walk_heap, int paths, uintpt
     mt_beam_regs_gaps(&c.gaps, &world);
     mt_beam_gaps_sort(&c.gaps);
     size_t n = r->snap.n ? r->snap.n : 1, threads = world.n + 1;
-    r->map_len = n + n * sizeof(size_t) + BUF + 64;
+    r->map_len = BUF + SCRATCH + n * (sizeof(size_t) + sizeof(uintptr_t) + 3) + 64;
     if (paths) r->map_len += n * (sizeof *r->parent + sizeof *r->via) + threads * sizeof *r->thread;
     if (!(r->map = mt_mem_map(r->map_len))) goto out;
     c.buf = r->map;
-    c.work = (size_t *)((char *)r->map + BUF);
+    c.scratch = (uintptr_t *)((char *)r->map + BUF);
+    c.work = (size_t *)((char *)c.scratch + SCRATCH);
+    r->rule_at = (uintptr_t *)(c.work + n);
+    uint8_t *bytes;
     if (paths) {
-        c.parent = r->parent = c.work + n;
+        c.parent = r->parent = (size_t *)(r->rule_at + n);
         c.via = r->via = (uintptr_t *)(r->parent + n);
         r->thread = (struct mt_reach_thread *)(r->via + n);
-        r->state = (uint8_t *)(r->thread + threads);
+        bytes = (uint8_t *)(r->thread + threads);
     } else {
-        r->state = (uint8_t *)(c.work + n);
+        bytes = (uint8_t *)(r->rule_at + n);
     }
+    r->state = bytes;
+    r->rule = bytes + n;
+    c.binary = bytes + 2 * n;
     c.st = r->state;
     for (size_t i = r->snap.heap; i < r->snap.n; i++)
         r->state[i] = MT_REACH_TRACKED;
@@ -1138,6 +1435,7 @@ static int run(struct mt_reach *r, int at_exit, int walk_heap, int paths, uintpt
     for (size_t i = 0; i < r->snap.heap; i++)
         if (r->state[i] == STICKY) r->state[i] = UNSEEN;
     classify_lost(&c);
+    spread_possible(&c);
     rc = 0;
 out:
     if (rc != 0) e = errno ? errno : ENOMEM;

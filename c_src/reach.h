@@ -56,6 +56,7 @@
 
 #include "beam_heaps.h"
 #include "heap.h"
+#include "rules.h"
 #include "snapshot.h"
 
 #define MT_REACH_MISSED 256
@@ -107,6 +108,14 @@ struct mt_reach {
     size_t missed_frees;         /* records left out: glibc holds their blocks free */
     struct mt_record missed[MT_REACH_MISSED]; /* the first of them, for mt_forget_missed() */
     size_t unrecorded;                        /* blocks known from the walk alone */
+    /* By snapshot record: the rule (rules.h) of the first discounted word of reachable memory
+     * that points into the block, MT_RULE_NONE when none does (a lost block is then lost
+     * definitely, else possibly), and that word's address (for registers as via below); a lost
+     * block that such a lost block reaches gets its rule, and the address of the first word of a
+     * lost block that points into it. By rule: the words it discounted. */
+    uint8_t *rule;
+    uintptr_t *rule_at;
+    uint64_t discounted[MT_RULES];
     size_t mmapped_missing; /* mmapped chunks glibc counts that the walk did not find */
     size_t bad_chunks;      /* chunks or lists the walk could not validate (heap.h's bad) */
     /* mt_reach_paths() only (else NULL): by snapshot record, the block whose word marked it (or

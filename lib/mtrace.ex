@@ -88,6 +88,7 @@ defmodule Mtrace do
           | {:blocks, boolean()}
           | {:why, boolean()}
           | {:gc, boolean()}
+          | {:certainty, :definite | :possible | nil}
           | block_filter()
           | cluster_option()
   @type top_option ::
@@ -227,6 +228,10 @@ defmodule Mtrace do
       blocks that hold the next, to it. A lost list's nodes say
       which head lost them. `nil` for blocks without a record; with `blocks: true`, only the
       site of the block a chain ends at has it. Default `false`.
+    * `:certainty` - `:definite` for the sites no word of reachable memory points into at all,
+      `:possible` for those a word that a rule of the mark discounted points into (see
+      `Mtrace.Site`'s `:certainty` and `docs/rules.md`); `nil` for both, definite ones first.
+      Default `nil`.
     * `:demangle` - C++ and Rust names demangled. Default `true`.
     * `:gc` - when `true`, every process is garbage-collected first (as `recon:bin_leak/1`
       does), each on its own scheduler: the dead terms a process heap keeps until its next
@@ -289,7 +294,10 @@ defmodule Mtrace do
   block the walk found free, taken out of the table), `:mmapped_missing` (mmapped chunks glibc
   counts that the walk did not find: pointers held only in them are not seen) and `:bad_chunks`
   (chunks or free lists the walk could not validate, as `heap/0` counts them: a thread's tcache
-  among them leaves its free chunks to look like lost blocks).
+  among them leaves its free chunks to look like lost blocks); `:rules` (a map of each rule of
+  the mark, as `docs/rules.md` names it, to the words it discounted) and `:otp` (the OTP release
+  whose layouts the rules took, `0` where none: a process that is no BEAM, or a release the
+  rules do not know).
 
   ## Examples
 
@@ -318,19 +326,27 @@ defmodule Mtrace do
         {blocks, info, pairs} -> {blocks, info, paths_by_id(pairs, opts[:demangle])}
       end
 
-    {blocks |> lost_sites(whys, opts) |> Sites.matching_regex(opts) |> Sites.by_size(), info}
+    sites =
+      blocks
+      |> lost_sites(whys, opts)
+      |> Sites.matching_regex(opts)
+      |> Sites.by_size()
+      |> Sites.by_certainty(opts[:certainty])
+
+    {sites, info}
   end
 
-  # Lost blocks {address, size, age_ns, stack_id, direct, scans} grouped by stack (or one a
-  # block); blocks known from glibc's heap alone (stack and scans nil, and what they hold in
-  # age's place) grouped by usable size and what they hold.
+  # Lost blocks {address, size, age_ns, stack_id, direct, scans, certainty} grouped by stack (or
+  # one a block); blocks known from glibc's heap alone (stack and scans nil, and what they hold
+  # in age's place) grouped by usable size and what they hold. certainty: nil when the block is
+  # lost definitely, {rule, holder} when a word a rule discounted points into it.
   # With why: each site of a stack gets its chain; with blocks: true, only the block it ends at.
   defp lost_sites(blocks, whys, opts) do
-    ids = for {_, _, _, id, _, _} <- blocks, id != nil, uniq: true, do: id
+    ids = for {_, _, _, id, _, _, _} <- blocks, id != nil, uniq: true, do: id
     stacks = Sites.stacks(ids, opts[:demangle])
 
     if opts[:blocks] do
-      Enum.map(blocks, fn {address, _, _, id, _, _} = b ->
+      Enum.map(blocks, fn {address, _, _, id, _, _, _} = b ->
         why =
           with %{links: links} = path <- whys[id],
                %{address: ^address} <- List.last(links),
@@ -342,30 +358,42 @@ defmodule Mtrace do
     else
       blocks
       |> Enum.group_by(fn
-        {_, _, _, nil, _, _} = b -> {:unrecorded, elem(b, 1), holds(b)}
-        {_, _, _, id, _, _} -> id
+        {_, _, _, nil, _, _, _} = b -> {:unrecorded, elem(b, 1), holds(b)}
+        {_, _, _, id, _, _, _} -> id
       end)
       |> Enum.map(fn {id, bs} -> %{lost_site(bs, stacks) | why: whys[id]} end)
     end
   end
 
-  defp holds({_, _, {:cxx, class}, nil, _, _}), do: {:cxx, class}
+  defp holds({_, _, {:cxx, class}, nil, _, _, _}), do: {:cxx, class}
 
-  defp holds({_, _, {kind, _}, nil, _, _}) when kind in [:erlang_binary, :erlang_resource],
+  defp holds({_, _, {kind, _}, nil, _, _, _}) when kind in [:erlang_binary, :erlang_resource],
     do: kind
 
-  defp holds({_, _, {:string, _}, nil, _, _}), do: :string
+  defp holds({_, _, {:string, _}, nil, _, _, _}), do: :string
   defp holds(_), do: nil
 
-  defp lost_site([{_, size, what, id, _, scans} | _] = blocks, stacks) do
+  defp lost_site([{_, size, what, id, _, scans, _} | _] = blocks, stacks) do
     direct = Enum.count(blocks, &elem(&1, 4))
+    possible = for {_, _, _, _, _, _, {rule, holder}} <- blocks, do: {rule, holder}
 
     site = %Site{
       bytes: blocks |> Enum.map(&elem(&1, 1)) |> Enum.sum(),
       blocks: length(blocks),
       direct_blocks: direct,
-      indirect_blocks: length(blocks) - direct
+      indirect_blocks: length(blocks) - direct,
+      certainty: if(possible == [], do: :definite, else: :possible)
     }
+
+    site =
+      case possible do
+        [] ->
+          site
+
+        [{_, holder} | _] ->
+          rules = possible |> Enum.map(&elem(&1, 0)) |> Enum.uniq() |> Enum.sort()
+          %{site | possible_blocks: length(possible), rules: rules, holder: holder}
+      end
 
     if id,
       do: %{

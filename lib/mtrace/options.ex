@@ -26,7 +26,7 @@ defmodule Mtrace.Options do
   @defaults %{
     olds: [demangle: false] ++ @filters,
     leaks:
-      [demangle: true, blocks: false, why: false, gc: true] ++
+      [demangle: true, blocks: false, why: false, gc: true, certainty: nil] ++
         Keyword.put(@filters, :min_age, 1) ++ @cluster,
     top: [demangle: true, group: :stack, why: false, gc: true] ++ @filters ++ @cluster,
     diff: [demangle: true, group: :stack] ++ Keyword.take(@filters, @by_stack) ++ @cluster,
@@ -220,6 +220,8 @@ defmodule Mtrace.Options do
 
   defp check!(_name, :unwind, value) when value in [nil, :libunwind, :fp, :erlang], do: value
 
+  defp check!(_name, :certainty, value) when value in [nil, :definite, :possible], do: value
+
   defp check!(name, key, value), do: raise_bad(name, key, value)
 
   defp atom_sized?(text),
@@ -269,6 +271,9 @@ defmodule Mtrace.Options do
 
         :unwind ->
           ":libunwind, :fp, :erlang or nil"
+
+        :certainty ->
+          ":definite, :possible or nil"
 
         k when k in @numbers ->
           "a whole number or nil"

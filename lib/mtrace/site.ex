@@ -38,6 +38,15 @@ defmodule Mtrace.Site do
       later does not keep it), so a site that keeps its lost blocks is found by every scan after
       the first. Merged sites (`group:`) take the largest. `nil` elsewhere, and for blocks without
       a record, which no scan remembers.
+    * `:certainty` - of lost blocks (`Mtrace.leaks/1`): `:definite` when no word of reachable
+      memory points into any of the site's blocks, not even one a rule of the mark discounted
+      (`docs/rules.md`); `:possible` when such a discounted word points into one of them (or
+      into a lost block that reaches it), so that the program may still reference it, as
+      memcheck's "possibly lost". `nil` elsewhere.
+    * `:possible_blocks`, `:rules`, `:holder` - of a `:possible` site: how many of its blocks a
+      discounted word points into (or reaches), the rules that discounted those words (atoms
+      named as in `docs/rules.md`), and the address of one such word (for a register, the
+      thread's index << 8 | the register's * 8). `nil` elsewhere.
     * `:why` - with `why: true` (`Mtrace.top/2`): what keeps the site's oldest reachable block,
       as `Mtrace.why/2` would answer for it (a `Mtrace.Path`), from one mark for all the sites;
       `nil` when the mark reached none of the site's blocks (all of them lost, or, where the
@@ -62,6 +71,10 @@ defmodule Mtrace.Site do
             estimated: nil,
             contents: nil,
             scans: nil,
+            certainty: nil,
+            possible_blocks: nil,
+            rules: nil,
+            holder: nil,
             why: nil
 
   @type t :: %__MODULE__{
@@ -80,6 +93,10 @@ defmodule Mtrace.Site do
           estimated: true | nil,
           contents: String.t() | nil,
           scans: pos_integer() | nil,
+          certainty: :definite | :possible | nil,
+          possible_blocks: pos_integer() | nil,
+          rules: [atom()] | nil,
+          holder: non_neg_integer() | nil,
           why: Mtrace.Path.t() | nil
         }
 end
@@ -110,5 +127,6 @@ defimpl Inspect, for: Mtrace.Site do
 
   defp order,
     do: ~w(bytes blocks direct_blocks indirect_blocks allocated_bytes allocated_blocks
-           freed_bytes freed_blocks oldest_age scans estimated address contents stack paths)a
+           freed_bytes freed_blocks oldest_age scans certainty possible_blocks rules holder
+           estimated address contents stack paths)a
 end

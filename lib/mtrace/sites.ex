@@ -174,4 +174,12 @@ defmodule Mtrace.Sites do
   @doc "Largest bytes first; then more blocks, then older."
   @spec by_size([Site.t()]) :: [Site.t()]
   def by_size(sites), do: Enum.sort_by(sites, &{-&1.bytes, -&1.blocks, -(&1.oldest_age || 0.0)})
+
+  @doc """
+  Lost sites, definite ones first, each group in the order given; only those of one certainty
+  when `certainty` is `:definite` or `:possible`, all when `nil`.
+  """
+  @spec by_certainty([Site.t()], :definite | :possible | nil) :: [Site.t()]
+  def by_certainty(sites, nil), do: Enum.sort_by(sites, &(&1.certainty != :definite))
+  def by_certainty(sites, certainty), do: Enum.filter(sites, &(&1.certainty == certainty))
 end

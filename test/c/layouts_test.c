@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "../../c_src/beam_vm.h"
 #include "../../c_src/layouts.h"
 #include "../../c_src/platform.h"
 
@@ -145,15 +146,15 @@ static void segments(void)
     e[1] = (uintptr_t)self.dlfo_map_end;
     e[2] = (uintptr_t)self.dlfo_link_map;
     size_t first;
-    check(mt_layout_pointer_range(w, len, at, 0, &first) == o + MT_DLFO_HEADER + MT_DLFO_ENTRY,
+    check(mt_layout_pointer_range(w, len, at, 0, 0, &first) == o + MT_DLFO_HEADER + MT_DLFO_ENTRY,
           "a segment is read as far as its entries in use");
     check(first == o, "from its 128-byte boundary: the bytes before it were never written");
     h[1] = at + 16;
-    check(mt_layout_pointer_range(w, len, at, 0, &first) == len && first == 0,
+    check(mt_layout_pointer_range(w, len, at, 0, 0, &first) == len && first == 0,
           "one whose to_free is not the block: whole");
     h[1] = at;
     e[1]++;
-    check(mt_layout_pointer_range(w, len, at, 0, &first) == len && first == 0,
+    check(mt_layout_pointer_range(w, len, at, 0, 0, &first) == len && first == 0,
           "one whose entry is no object's: whole");
 }
 
@@ -162,19 +163,23 @@ static void binary27_blocks(void)
 {
     uintptr_t b[4 + 5] = {0, 0x7f0012345678, 1, 40}, at = 0x1000;
     size_t first;
-    check(mt_layout_pointer_range(b, 72, at, 0, &first) == 72 && first == 16,
+    check(mt_layout_pointer_range(b, 72, at, 0, MT_OTP27, &first) == 72 && first == 16,
           "a Binary of 40 bytes is read from its count on");
-    check(mt_layout_pointer_range(b, 64, at, 0, &first) == 64 && first == 0,
+    check(mt_layout_pointer_range(b, 64, at, 0, MT_OTP27, &first) == 64 && first == 0,
           "a block its size does not make is read whole");
     b[3] = 47;
-    check(mt_layout_pointer_range(b, 72, at, 0, &first) == 72 && first == 16,
+    check(mt_layout_pointer_range(b, 72, at, 0, MT_OTP27, &first) == 72 && first == 16,
           "a Binary of 47 bytes, its block's size rounded down to 72, from its count on");
     b[3] = 48;
-    check(mt_layout_pointer_range(b, 72, at, 0, &first) == 72 && first == 0,
+    check(mt_layout_pointer_range(b, 72, at, 0, MT_OTP27, &first) == 72 && first == 0,
           "a Binary of 48 bytes in 72 is no Binary: read whole");
     b[3] = 40;
+    check(mt_layout_pointer_range(b, 72, at, 0, 0, &first) == 72 && first == 0,
+          "a block that no live reference proves a Binary is read whole");
+    check(mt_layout_pointer_range(b, 72, at, 0, MT_OTP25, &first) == 72 && first == 0,
+          "and so is one in a VM of OTP 25, whose Binary has no such header");
     b[0] = 1;
-    check(mt_layout_pointer_range(b, 72, at, 0, &first) == 72 && first == 0,
+    check(mt_layout_pointer_range(b, 72, at, 0, MT_OTP27, &first) == 72 && first == 0,
           "a magic binary is read whole");
 }
 
@@ -209,7 +214,7 @@ static void untold_binaries(void)
         uintptr_t b[136 / sizeof(uintptr_t)] = {0};
         size_t first;
         memcpy(b, cases[i].head, sizeof cases[i].head);
-        check(mt_layout_pointer_range(b, sizeof b, 0x1000, cases[i].untold, &first) ==
+        check(mt_layout_pointer_range(b, sizeof b, 0x1000, cases[i].untold, MT_OTP_ALL, &first) ==
                       cases[i].end &&
                   first == cases[i].first,
               cases[i].what);
@@ -358,26 +363,26 @@ static void free_blocks(void)
     uintptr_t at = 0x7f0000040000;
     layout_carrier(at);
     size_t free = 1024 - 16 + (CW - 55 - 8 - 128 - 64) * sizeof(uintptr_t) - 16;
-    check(mt_layout_carrier_free(carrier, CW, at) == free && carrier[63 + 5] == 0 &&
+    check(mt_layout_carrier_free(carrier, CW, at, NULL, NULL) == free && carrier[63 + 5] == 0 &&
               carrier[63 + 127] == 0 && carrier[255 + 9] == 0 && carrier[255 + 130] == 0,
           "a carrier's free blocks are cleared, past their header and carrier words");
     check(carrier[55 + 5] && carrier[191 + 3] && carrier[63 + 1] == at,
           "its allocated blocks are left whole");
     layout_carrier(at);
-    check(!mt_layout_carrier_free(carrier, CW - 1, at) && carrier[63 + 5],
+    check(!mt_layout_carrier_free(carrier, CW - 1, at, NULL, NULL) && carrier[63 + 5],
           "a carrier past the words given: untouched");
-    check(!mt_layout_carrier_free(carrier, CW, at + 4096) && carrier[63 + 5],
+    check(!mt_layout_carrier_free(carrier, CW, at + 4096, NULL, NULL) && carrier[63 + 5],
           "free blocks that name another carrier: untouched");
     carrier[63 + 127] = 1016;
-    check(!mt_layout_carrier_free(carrier, CW, at) && carrier[63 + 5],
+    check(!mt_layout_carrier_free(carrier, CW, at, NULL, NULL) && carrier[63 + 5],
           "a free block whose last word is not its size: untouched");
     layout_carrier(at);
     carrier[191] = 512;
-    check(!mt_layout_carrier_free(carrier, CW, at) && carrier[63 + 5],
+    check(!mt_layout_carrier_free(carrier, CW, at, NULL, NULL) && carrier[63 + 5],
           "a block after a free one that does not say so: untouched");
     layout_carrier(at);
     carrier[255] &= ~(uintptr_t)4;
-    check(!mt_layout_carrier_free(carrier, CW, at) && carrier[63 + 5],
+    check(!mt_layout_carrier_free(carrier, CW, at, NULL, NULL) && carrier[63 + 5],
           "blocks that end at the carrier's end without the last one: untouched");
     check(mt_layout_carrier_size(CW * sizeof(uintptr_t) | 1) == CW * sizeof(uintptr_t) &&
               !mt_layout_carrier_size(4096) && !mt_layout_carrier_size((CW + 1) * 8),
@@ -588,45 +593,47 @@ static void atoms(void)
           "a latin1 character in two bytes hashes as one");
 }
 
-/* The ends of C strings in a block without a record: the bytes after the NUL are not read. */
+/* The ends of C strings in a block without a record: the bytes after the NUL are not read, and
+ * only in a block that is a string from its first byte. */
 static void text_ends(void)
 {
     uintptr_t path[5];
     memcpy(path, "/lib/x86_64-linux-gnu/liblzma.so.5", 35);
     memcpy((char *)path + 35, "\xb4\x3e\x7f\0\0", 5); /* an old pointer's high bytes */
-    check(mt_layout_text_end(path, 4, 1) == 0xFFFF,
-          "a path's last word keeps its two bytes of text");
-    check(mt_layout_text_end(path, 3, 0) == UINTPTR_MAX, "a word of text without a NUL is no end");
-    check(mt_layout_text_end(path, 0, 0) == UINTPTR_MAX, "nor the first word");
-    uintptr_t tz[3] = {0, 0, 0x7f0012345600};
-    memcpy(&tz[1], "UTC\0UTC0", 8);
-    check(mt_layout_text_end(tz, 2, 1) == 0,
+    check(mt_layout_string_end(path, 5) == 4, "a path's NUL is in its last word");
+    check(mt_layout_text_mask(path[4]) == 0xFFFF, "which keeps its two bytes of text");
+    check(mt_layout_string_end(path, 4) == UINTPTR_MAX, "text without a NUL is no string");
+    uintptr_t tz[3];
+    memcpy(tz, "UTC0UTC1", 8);
+    memcpy(&tz[1], "UTC2UTC3", 8);
+    tz[2] = 0x7f0012345600;
+    check(mt_layout_string_end(tz, 3) == 2 && mt_layout_text_mask(tz[2]) == 0,
           "a NUL that starts the word after text leaves nothing");
     uintptr_t pair[2] = {0x7f0012345678, 0x7f0012345600};
-    check(mt_layout_text_end(pair, 1, 0) == UINTPTR_MAX, "a pointer after a pointer is read");
+    check(mt_layout_string_end(pair, 2) == UINTPTR_MAX, "a pointer after a pointer is read");
     memcpy(&pair[0], "ab\0\0\0\0\0c", 8);
-    check(mt_layout_text_end(pair, 1, 0) == UINTPTR_MAX,
-          "nor is a word with less than 4 bytes text");
-    memcpy(&pair[0], "abcdefg\n", 8);
-    check(mt_layout_text_end(pair, 1, 0) == UINTPTR_MAX, "nor text whose last byte is a control");
-    memcpy(&pair[0], "abcdefgh", 8);
-    pair[1] = 0x7f00123456ff;
-    check(mt_layout_text_end(pair, 1, 0) == UINTPTR_MAX,
-          "nor a word whose bytes before a NUL are not text");
+    check(mt_layout_string_end(pair, 2) == UINTPTR_MAX, "so is a block of less than 4 bytes text");
+    /* a C struct: a count, then a name inline, then a pointer */
+    uintptr_t st[4] = {7, 0, 0, 0x7f0012345600};
+    memcpy(&st[1], "abcdefghabcdefgh", 16);
+    check(mt_layout_string_end(st, 4) == UINTPTR_MAX,
+          "a struct's inline name after a count is no string: its pointer is read");
     /* libc's time zone name, as a node that had not been attached to held it */
     uintptr_t name[3] = {0, 3, 0x7f0d00435455};
-    check(mt_layout_text_end(name, 2, 1) == 0xFFFFFF, "a short string after its length ends it");
-    check(mt_layout_text_end(name, 2, 0) == UINTPTR_MAX, "only as its block's last word");
+    check(mt_layout_string_end(name, 3) == 2 && mt_layout_text_mask(name[2]) == 0xFFFFFF,
+          "a short string after its length ends it");
     name[1] = 4;
-    check(mt_layout_text_end(name, 2, 1) == UINTPTR_MAX, "and only after its own length");
+    check(mt_layout_string_end(name, 3) == UINTPTR_MAX, "only after its own length");
     name[1] = 2;
     name[2] = 0x7f0d00005455;
-    check(mt_layout_text_end(name, 2, 1) == UINTPTR_MAX, "of 3 bytes at least");
+    check(mt_layout_string_end(name, 3) == UINTPTR_MAX, "of 3 bytes at least");
     name[1] = 3;
     name[2] = 0x7f0d00431f55;
-    check(mt_layout_text_end(name, 2, 1) == UINTPTR_MAX, "all of them printable");
+    check(mt_layout_string_end(name, 3) == UINTPTR_MAX, "all of them printable");
     name[2] = 0x7f0d12345678;
-    check(mt_layout_text_end(name, 2, 1) == UINTPTR_MAX, "a pointer after a count is read");
+    check(mt_layout_string_end(name, 3) == UINTPTR_MAX, "a pointer after a count is read");
+    uintptr_t big[4] = {0, 3, 0x7f0d00435455, 0};
+    check(mt_layout_string_end(big, 4) == UINTPTR_MAX, "and only in a block of 24 bytes");
 }
 
 static int has_name(struct dl_phdr_info *info, size_t size, void *arg)
