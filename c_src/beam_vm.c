@@ -10,9 +10,9 @@
 
 #define TEXTS 4
 
-static unsigned otp_bit;      /* 0: unknown or no BEAM */
-static int told;              /* the NIF said which release */
-static int learnt;            /* the executable was looked at */
+static unsigned otp_bit;         /* 0: unknown or no BEAM */
+static int told;                 /* the NIF said which release */
+static int learnt;               /* the executable was looked at */
 static uintptr_t text[TEXTS][2]; /* the executable's executable segments */
 static unsigned texts;
 
@@ -20,10 +20,14 @@ static unsigned texts;
 static unsigned bit_of(long erts_major)
 {
     switch (erts_major) {
-    case 13: return MT_OTP25;
-    case 14: return MT_OTP26;
-    case 15: return MT_OTP27;
-    default: return 0;
+    case 13:
+        return MT_OTP25;
+    case 14:
+        return MT_OTP26;
+    case 15:
+        return MT_OTP27;
+    default:
+        return 0;
     }
 }
 

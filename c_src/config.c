@@ -17,7 +17,7 @@ struct mt_config mt_config = {
     .depth = 20,
     .stacks = 65536,
     .unwind = MT_UNWIND_LIBUNWIND,
-    .clear = 4096,
+    .clear = 0,
     .csv_age = 60,
     .csv_period = 10,
 };
@@ -58,8 +58,9 @@ const struct mt_option mt_options[] = {
      .meaning = "libunwind (DWARF), fp (frame pointers) or erlang (on through Erlang frames)"},
     NUMBER("MTRACE_SAMPLE", 0, (size_t)1 << 40, sample, NULL,
            "record about one allocation per this many bytes; 0 records every one"),
-    NUMBER("MTRACE_CLEAR", 0, (size_t)1 << 40, clear, "4096, 0 under MTRACE_SAMPLE",
-           "the most bytes of each new block zeroed before the program has it; 0: none"),
+    NUMBER("MTRACE_CLEAR", 0, (size_t)1 << 40, clear, "0",
+           "a debugging aid that changes what a program reads: the most bytes of each new block "
+           "zeroed before the program has it (glibc's allocator only); 0: none"),
     TEXT("MTRACE_REPORT", report, "the exit report: stderr, none or a path (%p pid, %n name)"),
     {.name = "MTRACE_REPORT_SIGNAL",
      .kind = MT_OPTION_SIGNAL,
@@ -261,9 +262,6 @@ void mt_config_load(void)
     mt_config.lanes = cpu_lanes();
     for (size_t i = 0; i < COUNT(mt_options); i++) {
         const struct mt_option *o = &mt_options[i];
-        /* Sampling is chosen for its price, which clearing would more than double: MTRACE_CLEAR's
-         * default follows MTRACE_SAMPLE, which the table lists before it. */
-        if (o->number == &mt_config.clear) mt_config.clear = mt_config.sample ? 0 : 4096;
         const char *s = lookup(o->name);
         if (!s || (o->secure && refused(o->name, s))) continue;
         switch (o->kind) {

@@ -10,6 +10,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "allocator.h"
 #include "mem.h"
 #include "platform.h"
 #include "sort.h"
@@ -89,6 +90,11 @@ int mt_heap_prepare(struct mt_heap *h)
     h->version = version();
     if (h->version < MT_GLIBC_CHECKED_MIN || h->version > MT_GLIBC_CHECKED_MAX) {
         h->refused = "this glibc's malloc layout is not one mtrace has checked (2.35 to 2.41)";
+        return -1;
+    }
+    if (mt_real.foreign) {
+        h->refused = "the process's allocator is not glibc's (stats/0's allocator): its heap is "
+                     "not walked";
         return -1;
     }
     if (!libc_hi) dl_iterate_phdr(find_libc, (void *)(uintptr_t)__libc_malloc);

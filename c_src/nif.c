@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "account.h"
+#include "allocator.h"
 #include "attach.h"
 #include "beam_frames.h"
 #include "beam_heaps.h"
@@ -939,7 +940,7 @@ static ERL_NIF_TERM frames(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     return result;
 }
 
-#define STAT_KEYS (MT_KINDS + 38)
+#define STAT_KEYS (MT_KINDS + 39)
 
 /* The live heap the records stand for: their sizes, or with sampling their weights. */
 struct live {
@@ -993,6 +994,7 @@ static ERL_NIF_TERM stats(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     PUT_U("mmap_chunks", mi.hblks);
     PUT_U("mmap_bytes", mi.hblkhd);
     PUT("preloaded", active ? atom_true : atom_false);
+    PUT("allocator", make_string(env, mt_real.name));
     PUT_U("slots", active ? mt_table_slots() : 0);
     PUT_U("slots_max", active ? mt_table_slots_max() : 0);
     PUT_U("grown", active ? mt_table_grown() : 0);

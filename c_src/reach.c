@@ -95,12 +95,14 @@ struct ctx {
     /* The roots' pass: a discounted word that points into a block is noted (r->rule), since the
      * memory that holds it is reachable; in the lost blocks' passes it is not. */
     int noting;
-    uint8_t *binary;              /* by record: a live ProcBin or BinRef names it (MT_PLACE_BINARY) */
-    uintptr_t libc_lo, libc_hi;   /* libc's writable data */
-    uintptr_t *scratch;           /* for the words of memory read only to note them */
+    uint8_t *binary;            /* by record: a live ProcBin or BinRef names it (MT_PLACE_BINARY) */
+    uintptr_t libc_lo, libc_hi; /* libc's writable data */
+    uintptr_t *scratch;         /* for the words of memory read only to note them */
 };
 
 #define HIDE_MASK ((uintptr_t)0x5a5a5a5a5a5a5a5aULL)
+
+extern void *__libc_stack_end;
 
 /* libc's writable data, where malloc keeps its arenas' bookkeeping (MT_RULE_CHUNK_HEADER). */
 static int note_libc(struct dl_phdr_info *info, size_t size, void *arg)
@@ -237,7 +239,8 @@ static void discount(struct ctx *c, enum mt_rule rule, uintptr_t w, uintptr_t at
 {
     c->r->discounted[rule]++;
     size_t i;
-    if (c->noting && (i = mt_snapshot_find(c->s, w)) != MT_SNAPSHOT_NONE) note_block(c, rule, i, at);
+    if (c->noting && (i = mt_snapshot_find(c->s, w)) != MT_SNAPSHOT_NONE)
+        note_block(c, rule, i, at);
 }
 
 /* The n words at w, a copy of the memory at `at`, are not read, by rule. */
@@ -440,8 +443,7 @@ static int own_code(uintptr_t ip)
 static int vm_block(const struct ctx *c)
 {
     const uintptr_t *ips;
-    if (c->self == MT_SNAPSHOT_NONE || c->s->rec[c->self].stack == MT_SNAPSHOT_UNRECORDED)
-        return 0;
+    if (c->self == MT_SNAPSHOT_NONE || c->s->rec[c->self].stack == MT_SNAPSHOT_UNRECORDED) return 0;
     int n = mt_stack_get(c->s->rec[c->self].stack, &ips), k = 0;
     while (k < n && own_code(ips[k]))
         k++;
@@ -1102,9 +1104,17 @@ static void scan_roots(struct ctx *c, uintptr_t own_lo, uintptr_t own_hi)
         uintptr_t lo = m.lo, hi = m.hi;
         const char *q = m.path;
         size_t plen = m.path_len;
-        /* the exiting thread's own stack is dead; devices are not memory to read */
+        /* the exiting thread's own frames are dead, but for what lies above the main thread's
+         * first frame: argv, the environment and the auxiliary vector, which a program may
+         * still point into (setproctitle's copies of argv are kept there) */
+        if (own_hi && lo < own_hi && hi > own_lo) {
+            uintptr_t top = (uintptr_t)__libc_stack_end;
+            if (top > lo && top < hi) scan_minus_own(c, top, hi);
+            continue;
+        }
+        /* devices are not memory to read */
         if (named(q, plen, "[heap]") || named(q, plen, "[vvar]") || named(q, plen, "[vdso]") ||
-            named(q, plen, "[vsyscall]") || (own_hi && lo < own_hi && hi > own_lo) ||
+            named(q, plen, "[vsyscall]") ||
             (plen > 5 && memcmp(q, "/dev/", 5) == 0 && !named(q, plen, "/dev/zero (deleted)") &&
              memcmp(q, "/dev/shm/", plen < 9 ? plen : 9) != 0))
             continue;
@@ -1178,7 +1188,8 @@ static void spread_possible(struct ctx *c)
         size_t i = c->work[--n];
         uintptr_t a = s->rec[i].addr, end = a + (s->rec[i].size & ~(uint64_t)7);
         while (a < end) {
-            size_t len = end - a < SCRATCH ? end - a : SCRATCH, got = read_mem(c, a, len, c->scratch);
+            size_t len = end - a < SCRATCH ? end - a : SCRATCH,
+                   got = read_mem(c, a, len, c->scratch);
             for (size_t k = 0; k < got / sizeof(uintptr_t); k++) {
                 size_t j = mt_snapshot_find(s, c->scratch[k]);
                 if (j == MT_SNAPSHOT_NONE || c->r->rule[j] ||

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "allocator.h"
 #include "config.h"
 #include "reach.h"
 #include "recorder.h"
@@ -275,6 +276,11 @@ static void summary(struct mt_out *o, const struct mt_report_req *req, const str
     struct mt_stats st;
     mt_stats_read(&st);
     int counted = mt_config.account;
+    if (mt_real.foreign) {
+        mt_out_str(o, "  allocator: ");
+        mt_out_str(o, mt_real.name);
+        mt_out_str(o, " (not glibc's: blocks are known from the records alone)\n");
+    }
     if (g->split) {
         amount(o, req->at_exit ? "  leaked at exit: " : "  lost now: ", g->lost_bytes,
                mt_blocks(g->lost_units), "block", 0);

@@ -6,9 +6,10 @@
 
 const struct mt_rule_row mt_rules[MT_RULES] = {
     [MT_RULE_NONE] = {"none", 0, 0, "-"},
-    [MT_RULE_HEAP_BINARY] = {"heap_binary", MT_PLACE_TERMS, MT_OTP_ALL,
-                             "a heap binary's thing word and size agree; its last word's bytes past "
-                             "the size were never written"},
+    [MT_RULE_HEAP_BINARY] =
+        {"heap_binary", MT_PLACE_TERMS, MT_OTP_ALL,
+         "a heap binary's thing word and size agree; its last word's bytes past "
+         "the size were never written"},
     [MT_RULE_FUN_PADDING] = {"fun_padding", MT_PLACE_TERMS, MT_OTP_25_26,
                              "a fun's thing word, entry and creator; six bytes of its arity word "
                              "are padding"},

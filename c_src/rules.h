@@ -67,8 +67,9 @@ enum mt_rule_place {
     MT_PLACE_VM_TABLES = 128, /* found from the VM's exported tables (beam_heaps.h, beam_alloc.h) */
     MT_PLACE_THREADS = 256,   /* what the kernel and glibc say of threads */
     MT_PLACE_MTRACE = 512,    /* mtrace's own records */
-    MT_PLACE_VM_DATA = 1024,  /* a carrier of driver_alloc or binary_alloc: NIFs' and drivers' data */
-    MT_PLACE_TAGGED = 2048,   /* a carrier of eheap_alloc, where terms are tagged words */
+    MT_PLACE_VM_DATA =
+        1024,               /* a carrier of driver_alloc or binary_alloc: NIFs' and drivers' data */
+    MT_PLACE_TAGGED = 2048, /* a carrier of eheap_alloc, where terms are tagged words */
 };
 
 struct mt_rule_row {

@@ -1087,6 +1087,10 @@ defmodule Mtrace do
     * `:allocated_bytes`, `:used_bytes`, `:free_bytes`, `:mmap_chunks`, `:mmap_bytes` -
       glibc's `mallinfo2`: bytes malloc holds from the system (arenas and mmapped chunks), bytes
       in use, free bytes inside the arenas, mmapped chunks and their bytes.
+    * `:allocator` - the allocator the hooks forward to: `"glibc"`, or the path of the library
+      that defines `malloc` after the preload (jemalloc, tcmalloc, mimalloc). With another than
+      glibc's, `MTRACE_CLEAR` clears nothing and glibc's heap is not walked: leaks are found from
+      the records alone.
     * `:preloaded` - whether this node's allocator is this library (when `false`, every counter
       is 0 and `olds/2` raises).
     * `:slots`, `:slots_max`, `:grown` - the table's slots now, the most it may grow to

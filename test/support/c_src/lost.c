@@ -1855,8 +1855,110 @@ static ERL_NIF_TERM report_leaks(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
     return enif_make_int(env, leaks ? leaks(path) : -2);
 }
 
+/* keep_lookalikes(n): C structs whose words have the shapes of Erlang terms and VM structs, as C
+ * libraries' data has them (an OpenSSL BUF_MEM {length, data, max, flags}, a struct whose int
+ * id 0x90 is followed by its name's pointer, ...), each holding the only pointer to a block of
+ * its own: n of each kind, in blocks this NIF allocates, in blocks without a record
+ * (__libc_malloc) and in a static. Every such block is still referenced, and no rule may
+ * discount the word that points to it. Returns the pointed-to blocks' addresses xor MASK;
+ * drop_lookalikes() frees the holders (not the blocks they point to), which are then lost. */
+#define LOOKALIKES 9
+#define LOOKALIKE_MAX 64
+static uintptr_t *lookalike_holder[LOOKALIKE_MAX * LOOKALIKES];
+static int lookalike_untold[LOOKALIKE_MAX * LOOKALIKES];
+static size_t lookalikes;
+static uintptr_t lookalike_static[LOOKALIKES][8];
+
+/* Fills w (8 words) with shape `kind`, its one pointer to target. */
+static void lookalike(uintptr_t *w, unsigned kind, uintptr_t target)
+{
+    memset(w, 0, 8 * sizeof *w);
+    switch (kind) {
+    case 0: /* BUF_MEM: an OTP 27 Binary's header {flags, -, count, size} */
+        w[0] = 40, w[1] = target, w[2] = 64, w[3] = 0;
+        break;
+    case 1: /* {int id = 0x90; char *name}: an MRef */
+        w[0] = 0x90, w[1] = target;
+        break;
+    case 2: /* a ProcBin's {thing, size, next, val, bytes = val + 24, flags} */
+        w[0] = 0x160, w[1] = 16, w[2] = 0, w[3] = target, w[4] = target + 24, w[5] = 1;
+        break;
+    case 3: /* an OTP 27 sub-bitstring {thing, base, start, end, orig} */
+        w[0] = 0x124, w[1] = target, w[2] = 0, w[3] = 8, w[4] = 0x7f0000001002;
+        break;
+    case 4: /* a match state {thing, orig, base, offset, size} */
+        w[0] = 0x104, w[1] = 0x7f0000001002, w[2] = target, w[3] = 0, w[4] = 8;
+        break;
+    case 5: /* a heap binary of 3 bytes {thing, size, data}: its data word the pointer */
+        w[0] = 2 << 6 | 0x24, w[1] = 3, w[2] = target;
+        break;
+    case 6: /* a fun {thing, entry, next, arity word, creator (an atom)} */
+        w[0] = 0xD4, w[1] = 0x7f0000001000, w[2] = 0, w[3] = target, w[4] = 0x4B;
+        break;
+    case 7: /* {count, "sixteen chars!!!" inline, pointer}: text before a pointer */
+        w[0] = 7;
+        memcpy(&w[1], "abcdefghabcdefgh", 16);
+        w[3] = target;
+        break;
+    default: /* an OTP 25 Binary's header {flags, count, size} before a pointer */
+        w[0] = 0, w[1] = 1, w[2] = 8, w[3] = target;
+        break;
+    }
+}
+
+NAMED static void *lookalike_target(void)
+{
+    char *p = malloc(40);
+    memset(p, 'x', 40);
+    return p;
+}
+
+static ERL_NIF_TERM keep_lookalikes(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    unsigned n;
+    if (!enif_get_uint(env, argv[0], &n) || n == 0 || n > LOOKALIKE_MAX / 2 || lookalikes)
+        return enif_make_badarg(env);
+    ERL_NIF_TERM list = enif_make_list(env, 0);
+    for (unsigned kind = 0; kind < LOOKALIKES; kind++) {
+        for (unsigned i = 0; i < 2 * n; i++) {
+            /* half recorded, half without a record */
+            int untold = i >= n;
+            uintptr_t *w = untold ? __libc_malloc(8 * sizeof *w) : malloc(8 * sizeof *w);
+            uintptr_t t = (uintptr_t)lookalike_target();
+            lookalike(w, kind, t);
+            lookalike_holder[lookalikes] = w;
+            lookalike_untold[lookalikes++] = untold;
+            list = enif_make_list_cell(env, enif_make_uint64(env, t ^ MASK), list);
+        }
+        uintptr_t t = (uintptr_t)lookalike_target();
+        lookalike(lookalike_static[kind], kind, t);
+        list = enif_make_list_cell(env, enif_make_uint64(env, t ^ MASK), list);
+    }
+    return list;
+}
+
+static ERL_NIF_TERM drop_lookalikes(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    (void)argv;
+    for (size_t i = 0; i < lookalikes; i++) {
+        memset(lookalike_holder[i], 0, 8 * sizeof(uintptr_t));
+        if (lookalike_untold[i])
+            __libc_free(lookalike_holder[i]);
+        else
+            free(lookalike_holder[i]);
+        lookalike_holder[i] = NULL;
+    }
+    memset(lookalike_static, 0, sizeof lookalike_static);
+    lookalikes = 0;
+    return ok(env);
+}
+
 static ErlNifFunc funcs[] = {
     {"lose_list", 1, lose_list, 0},
+    {"keep_lookalikes", 1, keep_lookalikes, 0},
+    {"drop_lookalikes", 0, drop_lookalikes, 0},
     {"keep_static", 2, keep_static, 0},
     {"keep_tree", 1, keep_tree, 0},
     {"keep_tls", 1, keep_tls, 0},

@@ -1,0 +1,144 @@
+defmodule Mtrace.AllocatorsTest do
+  # Programs linked with another allocator than glibc's (jemalloc, tcmalloc, mimalloc) run under
+  # mtrace exactly as without it: the hooks forward to the allocator that follows the preload
+  # (c_src/allocator.h), never to glibc's. Their exit reports name the allocator, and report no
+  # block that is still referenced; and Debian's redis-server (jemalloc) serves redis-benchmark
+  # under mtrace and shuts down cleanly.
+  use ExUnit.Case, async: true
+
+  @moduletag timeout: 300_000
+  @root Path.expand("..", __DIR__)
+  @bin Path.join(@root, "test/support/c_src")
+  @mtrace Path.join(@root, "bin/mtrace")
+  @threads "16"
+
+  defp run(program, args, extra \\ []) do
+    System.cmd(program, args, env: [{"LD_PRELOAD", nil} | extra], stderr_to_stdout: true)
+  end
+
+  # The exit report of one run of program under bin/mtrace run: its output, status and report.
+  defp traced(program, dir, n) do
+    report = Path.join(dir, "#{Path.basename(program)}-#{n}.txt")
+    {out, status} = run(@mtrace, ["run", "-o", report, "--", program, @threads])
+    {out, status, File.read!(report)}
+  end
+
+  # {bytes, blocks} lost at exit, and the functions that allocated each lost site.
+  defp lost(report) do
+    [_, bytes, blocks] =
+      Regex.run(~r/leaked at exit: (\d+) bytes in (\d+) blocks?/, report) || flunk(report)
+
+    callers =
+      Regex.scan(
+        ~r/ lost \(\d+ direct, \d+ indirect\), site \d+ of \d+\n.*\n    by 0x\w+: (\w+)/,
+        report,
+        capture: :all_but_first
+      )
+      |> List.flatten()
+
+    {{String.to_integer(bytes), String.to_integer(blocks)}, callers}
+  end
+
+  # The program's own five: three of 777 bytes, a strdup of 40 and a calloc of 33.
+  @five {2404, 5}
+
+  for {allocator, library, found} <- [
+        {"glibc", nil, 2},
+        {"jemalloc", "libjemalloc.so", 0},
+        {"tcmalloc", "libtcmalloc_minimal.so", 2},
+        {"mimalloc", "libmimalloc.so", 2}
+      ] do
+    @tag :tmp_dir
+    test "#{allocator}: a program runs as without mtrace, and its report names only its own five lost blocks",
+         %{tmp_dir: dir} do
+      program = Path.join(@bin, "allocators-#{unquote(allocator)}")
+      {plain, 0} = run(program, [@threads])
+      assert plain =~ ~r/^allocators: sum \d+, refused 1\n$/
+
+      runs =
+        for n <- 1..3 do
+          {out, status, report} = traced(program, dir, n)
+          assert {out, status} == {plain, 0}
+
+          if unquote(library),
+            do: assert(report =~ ~r/allocator: \S+#{unquote(library)}/, report),
+            else: refute(report =~ "allocator:")
+
+          {amount, callers} = lost(report)
+          # never a block the program still references
+          assert Enum.all?(callers, &(&1 == "lose_five")), report
+          amount
+        end
+
+      # Budget: the mark is conservative, and a stale word may keep one of the five in a run;
+      # with glibc, tcmalloc and mimalloc the five are found whole in at least 2 runs of 3. With
+      # jemalloc, stale words in its own memory (its thread caches' stacks) keep them: 0 of 3.
+      assert Enum.count(runs, &(&1 == @five)) >= unquote(found), inspect(runs)
+    end
+  end
+
+  test "an allocator's extended and usable-size calls reach it: malloc_usable_size on jemalloc's block" do
+    # allocators.c calls malloc_usable_size on every block realloc'ed: jemalloc's answers for its
+    # own blocks only (mtrace forwarding to glibc's malloc crashed it here)
+    {out, 0} =
+      run(@mtrace, ["run", "-o", "/dev/null", "--", Path.join(@bin, "allocators-jemalloc"), "2"])
+
+    assert out =~ "allocators: sum 60000, refused 1"
+  end
+
+  @tag :tmp_dir
+  test "redis-server (jemalloc) serves redis-benchmark under mtrace, shuts down cleanly and writes its report",
+       %{tmp_dir: dir} do
+    server = System.find_executable("redis-server") || flunk("redis-server is not installed")
+    report = Path.join(dir, "redis.txt")
+    port = Integer.to_string(20_000 + rem(System.unique_integer([:positive]), 20_000))
+
+    task =
+      Task.async(fn ->
+        run(@mtrace, [
+          "run",
+          "-o",
+          report,
+          "--",
+          server,
+          "--port",
+          port,
+          "--bind",
+          "127.0.0.1",
+          "--save",
+          "",
+          "--appendonly",
+          "no"
+        ])
+      end)
+
+    assert ready?(port, 100), "redis-server did not answer on port #{port}"
+
+    {bench, 0} = run("redis-benchmark", ~w(-h 127.0.0.1 -p #{port} -q -n 2000 -c 10))
+
+    for command <- ~w(PING_INLINE SET GET INCR LPUSH RPUSH LPOP RPOP SADD HSET SPOP ZADD MSET),
+        do: assert(bench =~ ~r/#{command}.*requests per second/, bench)
+
+    {_, 0} = run("redis-cli", ~w(-h 127.0.0.1 -p #{port} shutdown nosave))
+    {out, status} = Task.await(task, 60_000)
+    assert status == 0, out
+    assert out =~ "ready to exit"
+    text = File.read!(report)
+    assert text =~ ~r/allocator: \S+libjemalloc\.so/
+    # memcheck's definitely lost for the same server: none
+    assert text =~ "leaked at exit: 0 bytes in 0 blocks", text
+  end
+
+  defp ready?(_port, 0), do: false
+
+  defp ready?(port, tries) do
+    case run("redis-cli", ~w(-h 127.0.0.1 -p #{port} ping)) do
+      {"PONG\n", 0} ->
+        true
+
+      _ ->
+        Process.sleep(100)
+        ready?(port, tries - 1)
+    end
+  end
+end
