@@ -14,8 +14,16 @@ HDRS = allocator.h beam_alloc.h beam_regs.h beam_vm.h rules.h beam_frames.h beam
 	service.h
 LIB = ../priv/mtrace.so
 OPTIONS = ../priv/mtrace-options.txt
+INJECT = ../priv/mtrace-inject
 
-all: $(LIB) $(OPTIONS)
+all: $(LIB) $(OPTIONS) $(INJECT)
+
+# bin/mtrace attach, report and detach's injector: a program of its own, which links nothing of
+# the library.
+$(INJECT): inject.c
+	mkdir -p ../priv
+	$(CC) $(ALL_CFLAGS) -o $(INJECT).tmp inject.c
+	mv $(INJECT).tmp $(INJECT)
 
 # Linked to a temporary name and renamed: a process that has the old file mapped keeps it intact.
 $(LIB): $(OBJS) mtrace.version
@@ -38,6 +46,6 @@ $(OPTIONS): options_dump.c config.o writer.o
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
 clean:
-	rm -f $(OBJS) $(LIB) $(LIB).tmp options_dump $(OPTIONS) $(OPTIONS).tmp
+	rm -f $(OBJS) $(LIB) $(LIB).tmp options_dump $(OPTIONS) $(OPTIONS).tmp $(INJECT) $(INJECT).tmp
 
 .PHONY: all clean

@@ -24,6 +24,7 @@
 #include "cfi.h"
 #include "config.h"
 #include "heap.h"
+#include "intern.h"
 #include "layouts.h"
 #include "mem.h"
 #include "platform.h"
@@ -97,7 +98,9 @@ struct ctx {
     int noting;
     uint8_t *binary;            /* by record: a live ProcBin or BinRef names it (MT_PLACE_BINARY) */
     uintptr_t libc_lo, libc_hi; /* libc's writable data */
-    uintptr_t *scratch;         /* for the words of memory read only to note them */
+    uint8_t *vm_stacks;         /* by stack id: whether the VM's code allocated (vm_block) */
+    size_t nvm_stacks;
+    uintptr_t *scratch; /* for the words of memory read only to note them */
 };
 
 #define HIDE_MASK ((uintptr_t)0x5a5a5a5a5a5a5a5aULL)
@@ -440,14 +443,20 @@ static int own_code(uintptr_t ip)
 
 /* Whether the block being read was allocated by the VM's own code: its record's first frame past
  * mtrace's lies in the VM's executable (MT_PLACE_VM_BLOCK). */
-static int vm_block(const struct ctx *c)
+static int vm_block(struct ctx *c)
 {
     const uintptr_t *ips;
-    if (c->self == MT_SNAPSHOT_NONE || c->s->rec[c->self].stack == MT_SNAPSHOT_UNRECORDED) return 0;
-    int n = mt_stack_get(c->s->rec[c->self].stack, &ips), k = 0;
+    if (!c->otp || c->self == MT_SNAPSHOT_NONE) return 0;
+    uint32_t id = c->s->rec[c->self].stack;
+    if (id == MT_SNAPSHOT_UNRECORDED) return 0;
+    /* by stack, once a mark: 1 not the VM's, 2 the VM's */
+    if (id < c->nvm_stacks && c->vm_stacks[id]) return c->vm_stacks[id] == 2;
+    int n = mt_stack_get(id, &ips), k = 0;
     while (k < n && own_code(ips[k]))
         k++;
-    return k < n && mt_beam_vm_code(ips[k]);
+    int vm = k < n && mt_beam_vm_code(ips[k]);
+    if (id < c->nvm_stacks) c->vm_stacks[id] = (uint8_t)(vm ? 2 : 1);
+    return vm;
 }
 
 /* Whether w is asmjit's JitAllocatorBlock (layouts.h) whose bit vectors are a block of their own
@@ -458,7 +467,7 @@ static int jit_bits(struct ctx *c, const uintptr_t *w, uintptr_t at)
     size_t bytes = mt_layout_jit_bits(w), i;
     if (!bytes || (i = mt_snapshot_find(c->s, w[MT_JITB_USED])) == MT_SNAPSHOT_NONE ||
         c->s->rec[i].addr != w[MT_JITB_USED] || c->s->rec[i].size < 2 * bytes ||
-        c->s->rec[i].size >= 2 * bytes + 16 || !vm_block(c))
+        c->s->rec[i].size >= 2 * bytes + 16)
         return 0;
     if (markable(c, i)) {
         mark(c, i, at);
@@ -507,7 +516,11 @@ static void scan_words(struct ctx *c, const void *p, size_t len, uintptr_t at)
         (text = mt_layout_string_end(w, len / sizeof *w)) != UINTPTR_MAX) {
         nul_word = text;
     }
-    int terms = c->otp && (c->place & MT_PLACE_TERMS), own = c->otp && (c->place & MT_PLACE_VM_OWN);
+    int terms = c->otp && (c->place & MT_PLACE_TERMS);
+    /* the VM's own structs, which prove themselves (an atom by its name's hash, a port by its
+     * queue's pointers into itself), in its carriers, driver_alloc's among them (ports), and in
+     * the blocks it allocated */
+    int own = c->otp && (c->place & (MT_PLACE_VM_OWN | MT_PLACE_VM_DATA | MT_PLACE_VM_BLOCK));
     int otp25 = (c->otp & MT_OTP_25_26) != 0, otp27 = (c->otp & MT_OTP27) != 0;
     for (size_t k = 0, n = len / sizeof *w; k < n; k++) {
         uint32_t live;
@@ -685,7 +698,7 @@ static unsigned enter_carrier(struct ctx *c, uintptr_t al, uintptr_t *buf, size_
                               int whole)
 {
     unsigned place = place_of(c, al);
-    c->place = place & (MT_PLACE_TERMS | MT_PLACE_VM_OWN);
+    c->place = place & (MT_PLACE_TERMS | MT_PLACE_VM_OWN | MT_PLACE_VM_DATA);
     c->untag = place & MT_PLACE_TAGGED ? MT_TERMS_UNTAG : 0;
     if (place && whole)
         c->r->vm_free_bytes += mt_layout_carrier_free(buf, got / sizeof *buf, at, note_free, c);
@@ -856,7 +869,9 @@ static void read_block(struct ctx *c, void *w, size_t len, uintptr_t at)
     if (len >= MT_CARRIER_SMALL && vm_carrier(head, len) && place_of(c, head[3] & ~(uintptr_t)7))
         enter_carrier(c, head[3] & ~(uintptr_t)7, w, len, at, 1);
     else
-        c->place = (untold(c) ? MT_PLACE_UNRECORDED : MT_PLACE_VM_BLOCK) |
+        c->place = (untold(c)     ? MT_PLACE_UNRECORDED
+                    : vm_block(c) ? MT_PLACE_VM_BLOCK
+                                  : 0) |
                    (c->binary[c->self] ? MT_PLACE_BINARY : 0);
     mt_beam_gaps_clear(&c->gaps, w, len, at, &c->r->left, note_gap, c);
     if (untold(c) && string_block(c, at) && mt_layout_is_text(w, len)) {
@@ -1066,9 +1081,12 @@ static struct tcb_shape tcb_learn(struct ctx *c)
     return t.tid_at ? t : no;
 }
 
-/* Where an exited thread's struct pthread starts in [lo, hi), a mapping that holds no live
- * thread's stack pointer (below it, its stack and static TLS are dead); 0 when it is no such
- * stack. */
+/* Where the dead part of an exited thread's stack [lo, hi), a mapping that holds no live
+ * thread's stack pointer, ends: below its struct pthread, its stack and static TLS are dead; once
+ * it is joined (tid -1), its struct pthread too (the stack waits in glibc's cache for the next
+ * thread, and the struct's words are what the thread left: a block it freed as it exited is given
+ * to the next malloc); before the join, the struct holds the thread's result, which the join
+ * returns, and is read. 0 when it is no such stack. */
 static uintptr_t exited_tcb(const struct tcb_shape *t, uintptr_t lo, uintptr_t hi)
 {
     uintptr_t pd = hi - t->below_top, head[3];
@@ -1076,7 +1094,7 @@ static uintptr_t exited_tcb(const struct tcb_shape *t, uintptr_t lo, uintptr_t h
     if (!t->below_top || hi - lo <= t->below_top || !tcb_at(pd, head) ||
         mt_proc_read(pd + t->tid_at, &tid, sizeof tid) || tid > 0)
         return 0;
-    return pd;
+    return tid < 0 ? hi : pd;
 }
 
 static int named(const char *p, size_t len, const char *name)
@@ -1405,7 +1423,8 @@ static int run(struct mt_reach *r, int at_exit, int walk_heap, int paths, uintpt
     mt_beam_regs_gaps(&c.gaps, &world);
     mt_beam_gaps_sort(&c.gaps);
     size_t n = r->snap.n ? r->snap.n : 1, threads = world.n + 1;
-    r->map_len = BUF + SCRATCH + n * (sizeof(size_t) + sizeof(uintptr_t) + 3) + 64;
+    c.nvm_stacks = mt_stack_count() + 1;
+    r->map_len = BUF + SCRATCH + n * (sizeof(size_t) + sizeof(uintptr_t) + 3) + c.nvm_stacks + 64;
     if (paths) r->map_len += n * (sizeof *r->parent + sizeof *r->via) + threads * sizeof *r->thread;
     if (!(r->map = mt_mem_map(r->map_len))) goto out;
     c.buf = r->map;
@@ -1424,6 +1443,7 @@ static int run(struct mt_reach *r, int at_exit, int walk_heap, int paths, uintpt
     r->state = bytes;
     r->rule = bytes + n;
     c.binary = bytes + 2 * n;
+    c.vm_stacks = bytes + 3 * n;
     c.st = r->state;
     for (size_t i = r->snap.heap; i < r->snap.n; i++)
         r->state[i] = MT_REACH_TRACKED;

@@ -12,6 +12,7 @@
 #include "reach.h"
 #include "recorder.h"
 #include "roots.h"
+#include "rules.h"
 #include "snapshot.h"
 #include "stack.h"
 #include "symbols.h"
@@ -23,6 +24,8 @@ struct site {
     int64_t bytes, blocks;    /* live report: live (or lost, at exit); changes report: net */
     uint64_t ab, an, fb, fn;  /* changes report: allocated and freed since the baseline */
     int64_t direct, indirect; /* lost blocks, at exit */
+    int64_t possible;         /* of them, those a discounted word points into (reach.h) */
+    uint8_t rule;             /* the rule of the first such word (rules.h) */
 };
 
 int mt_report_depth(int n)
@@ -119,6 +122,8 @@ static void add(struct site *sum, const struct site *s)
     sum->fn += s->fn;
     sum->direct += s->direct;
     sum->indirect += s->indirect;
+    sum->possible += s->possible;
+    if (!sum->rule) sum->rule = s->rule;
 }
 
 /* Sites whose shown frames are equal become one, named by the lowest id; then largest first. */
@@ -146,7 +151,8 @@ static struct site site_of(uint32_t id)
 
 /* Per stack id: bytes, blocks (in 1/MT_ONE units), and of lost blocks, how many are direct. */
 struct per_id {
-    int64_t bytes, units, direct, indirect;
+    int64_t bytes, units, direct, indirect, possible;
+    uint8_t rule;
 };
 
 /* A live report's records, summed by stack id. At exit, when reachability is known (split),
@@ -164,12 +170,12 @@ struct gather {
     const char *refused; /* why the walk the scan needed was refused, when it was */
     struct mt_reach reach;
     int64_t heap_bytes, heap_units, tracked_bytes, tracked_units;
-    int64_t lost_bytes, lost_units, kept_bytes, kept_units, direct, indirect;
+    int64_t lost_bytes, lost_units, kept_bytes, kept_units, direct, indirect, possible;
 };
 
 /* Per site, weights (account.h): the estimate a sampled record stands for; the totals of a
  * walked heap count the block itself. */
-static void gather_record(struct gather *g, const struct mt_record *r, int state)
+static void gather_record(struct gather *g, const struct mt_record *r, int state, uint8_t rule)
 {
     size_t id = r->stack < g->ids ? r->stack : 0;
     struct mt_weight w =
@@ -193,9 +199,12 @@ static void gather_record(struct gather *g, const struct mt_record *r, int state
         int direct = state == MT_REACH_DIRECT;
         g->direct += direct;
         g->indirect += !direct;
+        g->possible += rule != MT_RULE_NONE;
         if (w.blocks) {
             p->direct += direct;
             p->indirect += !direct;
+            p->possible += rule != MT_RULE_NONE;
+            if (!p->rule) p->rule = rule;
         }
     }
     p->bytes += (int64_t)w.bytes;
@@ -230,7 +239,8 @@ static int gather_live(struct gather *g, const struct mt_report_req *req)
         return -1;
     }
     for (size_t i = 0; i < snap->n; i++)
-        gather_record(g, &snap->rec[i], g->split ? g->reach.state[i] : 0);
+        gather_record(g, &snap->rec[i], g->split ? g->reach.state[i] : 0,
+                      g->split ? g->reach.rule[i] : MT_RULE_NONE);
     if (g->split && why && (g->oldest = malloc(g->ids * sizeof *g->oldest)))
         mt_reach_oldest(&g->reach, g->oldest, g->ids, 0);
     if (!g->split) mt_snapshot_drop(&own);
@@ -289,6 +299,11 @@ static void summary(struct mt_out *o, const struct mt_report_req *req, const str
         mt_out_str(o, " direct, ");
         mt_out_i64(o, g->indirect, 0);
         mt_out_str(o, " indirect)\n");
+        if (g->possible) {
+            mt_out_str(o, "    of which possibly lost: ");
+            mt_out_i64(o, g->possible, 0);
+            mt_out_str(o, " blocks that a word a rule discounted points into (docs/rules.md)\n");
+        }
         amount(o, req->at_exit ? "  still reachable at exit: " : "  still reachable now: ",
                g->kept_bytes, mt_blocks(g->kept_units), "block", 0);
         mt_out_str(o, "\n");
@@ -388,6 +403,14 @@ static void print_site(struct mt_out *o, const struct site *s, size_t rank, size
         mt_out_str(o, " direct, ");
         mt_out_i64(o, s->indirect, 0);
         mt_out_str(o, " indirect)");
+        if (s->possible) {
+            /* how many a discounted word points into, and the first such word's rule */
+            mt_out_str(o, " (");
+            mt_out_i64(o, s->possible, 0);
+            mt_out_str(o, " possibly: ");
+            mt_out_str(o, mt_rules[s->rule].name);
+            mt_out_str(o, ")");
+        }
     }
     if (changes) {
         amount(o, " (allocated ", (int64_t)s->ab, (int64_t)s->an, "block", 0);
@@ -535,6 +558,8 @@ static size_t live_sites(struct site *sites, size_t ids, const struct per_id *p)
         sites[n].bytes = p[id].bytes;
         sites[n].blocks = mt_blocks(p[id].units);
         sites[n].direct = p[id].direct;
+        sites[n].possible = p[id].possible;
+        sites[n].rule = p[id].rule;
         sites[n++].indirect = p[id].indirect;
     }
     return n;

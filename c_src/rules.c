@@ -13,13 +13,16 @@ const struct mt_rule_row mt_rules[MT_RULES] = {
     [MT_RULE_FUN_PADDING] = {"fun_padding", MT_PLACE_TERMS, MT_OTP_25_26,
                              "a fun's thing word, entry and creator; six bytes of its arity word "
                              "are padding"},
-    [MT_RULE_ATOM_INDEX] = {"atom_index", MT_PLACE_VM_OWN, MT_OTP_ALL,
+    [MT_RULE_ATOM_INDEX] = {"atom_index", MT_PLACE_VM_OWN | MT_PLACE_VM_DATA | MT_PLACE_VM_BLOCK,
+                            MT_OTP_ALL,
                             "an atom entry whose name hashes to its hash value; its index's high "
                             "half is padding"},
-    [MT_RULE_IO_QUEUE] = {"io_queue", MT_PLACE_VM_OWN, MT_OTP_ALL,
+    [MT_RULE_IO_QUEUE] = {"io_queue", MT_PLACE_VM_OWN | MT_PLACE_VM_DATA | MT_PLACE_VM_BLOCK,
+                          MT_OTP_ALL,
                           "an I/O queue whose vectors point into itself; entries outside [head, "
                           "tail) were sent long ago"},
-    [MT_RULE_PORT_REDS] = {"port_reds", MT_PLACE_VM_OWN, MT_OTP_ALL,
+    [MT_RULE_PORT_REDS] = {"port_reds", MT_PLACE_VM_OWN | MT_PLACE_VM_DATA | MT_PLACE_VM_BLOCK,
+                           MT_OTP_ALL,
                            "a port after its I/O queue, named by a string at its block's end; "
                            "its reds word's high half is never written"},
     [MT_RULE_DEAD_PROCBIN] = {"dead_procbin", MT_PLACE_TERMS, MT_OTP_25_26,

@@ -42,11 +42,15 @@ defmodule Mtrace.AllocatorsTest do
   # The program's own five: three of 777 bytes, a strdup of 40 and a calloc of 33.
   @five {2404, 5}
 
+  # Budget, in blocks of the five found in each of three runs: the mark is conservative, and a
+  # stale word may keep one. With glibc and tcmalloc, all five in at least 2 runs of 3; with
+  # mimalloc (Debian 13's keeps one in its own memory), at least 4 in 2 runs of 3; with jemalloc,
+  # stale words in its own memory (its thread caches' stacks) keep them, and none is required.
   for {allocator, library, found} <- [
-        {"glibc", nil, 2},
+        {"glibc", nil, 5},
         {"jemalloc", "libjemalloc.so", 0},
-        {"tcmalloc", "libtcmalloc_minimal.so", 2},
-        {"mimalloc", "libmimalloc.so", 2}
+        {"tcmalloc", "libtcmalloc_minimal.so", 5},
+        {"mimalloc", "libmimalloc.so", 4}
       ] do
     @tag :tmp_dir
     test "#{allocator}: a program runs as without mtrace, and its report names only its own five lost blocks",
@@ -70,10 +74,8 @@ defmodule Mtrace.AllocatorsTest do
           amount
         end
 
-      # Budget: the mark is conservative, and a stale word may keep one of the five in a run;
-      # with glibc, tcmalloc and mimalloc the five are found whole in at least 2 runs of 3. With
-      # jemalloc, stale words in its own memory (its thread caches' stacks) keep them: 0 of 3.
-      assert Enum.count(runs, &(&1 == @five)) >= unquote(found), inspect(runs)
+      assert Enum.all?(runs, fn {bytes, blocks} -> bytes <= elem(@five, 0) and blocks <= 5 end)
+      assert Enum.count(runs, &(elem(&1, 1) >= unquote(found))) >= 2, inspect(runs)
     end
   end
 

@@ -1,8 +1,8 @@
 defmodule Mtrace.AttachCliTest do
   # bin/mtrace attach, report and detach on running C programs (test/report/attachprog.c),
-  # through gdb: what a user does to a program that was started without mtrace. The program
-  # checks what its allocator gives (errno, contents) and prints its counts; its last line and
-  # exit status must be the same as without mtrace.
+  # through mtrace's own injector (no gdb): what a user does to a program that was started
+  # without mtrace. The program checks what its allocator gives (errno, contents) and prints its
+  # counts; its last line and exit status must be the same as without mtrace.
   use ExUnit.Case, async: true
   import Mtrace.Test.Report
 
@@ -15,9 +15,7 @@ defmodule Mtrace.AttachCliTest do
   end
 
   # A program started without mtrace (unless env says otherwise); returns its port and pid. Each
-  # test's program runs for some seconds longer than its gdb sessions take under CI's load: in
-  # the Debian 13 image, beside the host's tests, a program of 4 seconds ended before its detach
-  # three times in about ten runs (gdb: "The program is not being run").
+  # test's program runs for some seconds longer than its injections take under CI's load.
   defp start(args, program \\ bin("attachprog"), env \\ []) do
     port =
       Port.open({:spawn_executable, program}, [
@@ -51,7 +49,7 @@ defmodule Mtrace.AttachCliTest do
 
   defp mapped?(pid), do: File.read!("/proc/#{pid}/maps") =~ "mtrace.so"
 
-  # Whether a tracer (gdb) is attached to pid within ten seconds.
+  # Whether a tracer (the injector) is attached to pid within ten seconds.
   defp traced?(pid), do: status_within?(pid, ~r/TracerPid:\s+[1-9]/, 100)
 
   # A detached sleeper is runnable for a moment while its nanosleep restarts; back at rest
@@ -164,8 +162,8 @@ defmodule Mtrace.AttachCliTest do
   end
 
   test "a program that calls no malloc is given up after --wait, and runs on untouched" do
-    # sleep(1) calls no malloc while it sleeps. --wait 0 gives up at once, before gdb may even
-    # have attached: an abandon by interrupting gdb there made sleep's nanosleep return at once.
+    # sleep(1) calls no malloc while it sleeps. --wait 0 gives up at once; a sleep interrupted
+    # and let go on must go on sleeping.
     {_, pid} = sleeper()
 
     for wait <- [0, 1] do
@@ -192,8 +190,9 @@ defmodule Mtrace.AttachCliTest do
         System.find_executable("perl")
       )
 
-    # Once gdb traces the sleeper it waits for malloc. A Ctrl-C before then, while bin/mtrace
-    # still prepares, ends it as it ends any program (130), and the sleeper is never reached.
+    # Once the injector traces the sleeper it waits for malloc. A Ctrl-C before then, while
+    # bin/mtrace still prepares, ends it as it ends any program (130), and the sleeper is never
+    # reached.
     assert traced?(target)
     System.cmd("kill", ["-INT", "--", "-#{group}"])
     {out, 2} = finish(port)
@@ -201,6 +200,23 @@ defmodule Mtrace.AttachCliTest do
     refute mapped?(target)
     assert asleep?(target)
     System.cmd("kill", ["#{target}"])
+  end
+
+  test "a program of 16 threads allocating through every hook, attached and detached 50 times, ends as it would have" do
+    # allocators.c: 16 threads and the main one churn malloc, calloc, realloc, posix_memalign,
+    # aligned_alloc, memalign, strdup, malloc_usable_size and free, checking what each gives;
+    # each round adds 20000 to its sum.
+    rounds = 80
+
+    {port, pid} =
+      start(["16", "#{rounds}"], Path.join(root(), "test/support/c_src/allocators-glibc"))
+
+    for _ <- 1..50 do
+      assert {"mtrace: attached to process " <> _, 0} = mtrace!(["attach", "#{pid}"])
+      assert {"mtrace: detached from process #{pid}\n", 0} == mtrace!(["detach", "#{pid}"])
+    end
+
+    assert {"allocators: sum #{20000 * rounds * 17}, refused 1\n", 0} == finish(port)
   end
 
   test "a static program is refused with its reason" do
@@ -221,6 +237,12 @@ defmodule Mtrace.AttachCliTest do
         do: File.cp!(Path.join(root(), "bin/#{f}"), Path.join(copy, "bin/#{f}"))
 
     File.cp!(so(), Path.join(copy, "priv/mtrace.so"))
+
+    File.cp!(
+      Path.join(Path.dirname(so()), "mtrace-inject"),
+      Path.join(copy, "priv/mtrace-inject")
+    )
+
     System.cmd("chmod", ["-R", "a+rX", copy])
 
     {port, pid} = start(["6"])

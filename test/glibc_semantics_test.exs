@@ -55,9 +55,9 @@ defmodule Mtrace.GlibcSemanticsTest do
 
   # t_cleared: the bytes of a new block past those the call wrote, over a chunk left written over
   # and freed, for each function that hands out a block glibc does not clear. glibc gives them
-  # back as they were (the scenario is real); under the preload they are zero, where the mark
-  # would read them as the program's words, up to MTRACE_CLEAR bytes (4096 unless sampling).
-  test "a new block holds nothing of its chunk's past under the preload, MTRACE_CLEAR bytes at most" do
+  # back as they were (the scenario is real), and so does the preload by default: a program reads
+  # what its allocator gave it. With MTRACE_CLEAR they are zero, up to that many bytes.
+  test "a new block holds what glibc left in it under the preload; with MTRACE_CLEAR, nothing of its chunk's past, that many bytes at most" do
     not_zero = fn extra ->
       {out, status} = run("t_cleared", extra)
       assert status == 0, out
@@ -84,7 +84,12 @@ defmodule Mtrace.GlibcSemanticsTest do
     all_kept.(plain)
 
     so = {"LD_PRELOAD", mtrace_so()}
-    traced = not_zero.([so])
+    # the defaults write nothing a program receives: every block keeps what its chunk held (the
+    # chunk itself may be another than without mtrace, whose own start allocates)
+    defaults = not_zero.([so])
+    assert Map.keys(defaults) == Map.keys(plain)
+    all_kept.(defaults)
+    traced = not_zero.([so, {"MTRACE_CLEAR", "4096"}])
     assert Map.keys(traced) == Map.keys(plain)
     cleared.(traced)
     all_kept.(not_zero.([so, {"MTRACE_CLEAR", "0"}]))

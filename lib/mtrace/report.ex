@@ -113,9 +113,25 @@ defmodule Mtrace.Report do
       {direct, indirect} = lost(rest)
 
       {:site,
-       %Site{bytes: bytes, blocks: blocks, direct_blocks: direct, indirect_blocks: indirect}}
+       %Site{
+         bytes: bytes,
+         blocks: blocks,
+         direct_blocks: direct,
+         indirect_blocks: indirect,
+         certainty: certainty(rest, direct + indirect)
+       }}
     else
       _ -> nil
+    end
+  end
+
+  # A lost site's " (N possibly: RULE)" after its counts; nil for a site of no lost blocks.
+  defp certainty(_rest, 0), do: nil
+
+  defp certainty(rest, _lost) do
+    case Regex.run(~r/ \(\d+ possibly: (\w+)\)/, rest) do
+      nil -> :definite
+      [_, _rule] -> :possible
     end
   end
 

@@ -105,12 +105,15 @@ defimpl Inspect, for: Mtrace.Site do
   import Inspect.Algebra
 
   # The fields a site has: a diff's fields only in a diff, paths only when grouped by function,
-  # the address only for one block. The struct is whole all the same (site.freed_bytes, ...).
+  # the address only for one block, the certainty only where it is :possible (a lost site is
+  # definite unless it says so). The struct is whole all the same (site.freed_bytes, ...).
   def inspect(site, opts) do
     fields =
       site
       |> Map.from_struct()
-      |> Enum.reject(fn {key, value} -> value == nil or (key == :paths and value == []) end)
+      |> Enum.reject(fn {key, value} ->
+        value == nil or (key == :paths and value == []) or {key, value} == {:certainty, :definite}
+      end)
       |> Enum.sort_by(fn {key, _} -> Enum.find_index(order(), &(&1 == key)) end)
 
     container_doc(

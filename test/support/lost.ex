@@ -11,6 +11,7 @@ defmodule Mtrace.Test.Lost do
 
   def lose_list(_n), do: :erlang.nif_error(:not_loaded)
   def keep_lookalikes(_n), do: :erlang.nif_error(:not_loaded)
+  def holders(_blocks), do: :erlang.nif_error(:not_loaded)
   def drop_lookalikes, do: :erlang.nif_error(:not_loaded)
   def lose_in_vm_free(_size), do: :erlang.nif_error(:not_loaded)
   def lose_in_vm_carrier(_size), do: :erlang.nif_error(:not_loaded)

@@ -167,7 +167,7 @@ defmodule Mtrace.Test.Report do
     end
   end
 
-  @site ~r/^([+-]?\d+) bytes in ([+-]?\d+) blocks?(?: lost \((\d+) direct, (\d+) indirect\))?(?: \(allocated (\d+) bytes in (\d+) blocks?, freed (\d+) bytes in (\d+) blocks?\))?, site \d+ of \d+$/
+  @site ~r/^([+-]?\d+) bytes in ([+-]?\d+) blocks?(?: lost \((\d+) direct, (\d+) indirect\)(?: \(\d+ possibly: \w+\))?)?(?: \(allocated (\d+) bytes in (\d+) blocks?, freed (\d+) bytes in (\d+) blocks?\))?, site \d+ of \d+$/
   @frame ~r/^    (?:at|by) 0x[0-9a-f]+: (.*)$/
 
   defp sites(lines) do

@@ -1,7 +1,7 @@
 /* allocators.c: the whole malloc family, as a program linked with another allocator (jemalloc,
  * tcmalloc, mimalloc) uses it, and five blocks lost on purpose: what runs under mtrace must run
  * as without it, and report those five (test/allocators_test.exs). Its threads (argv[1]) each
- * churn the same calls. */
+ * churn the same calls, as the main thread does, argv[2] rounds of them (1 by default). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <malloc.h>
@@ -42,9 +42,14 @@ static unsigned long churn(unsigned seed)
     return sum;
 }
 
+static int rounds = 1;
+
 static void *thread(void *arg)
 {
-    return (void *)churn((unsigned)(uintptr_t)arg);
+    unsigned long sum = 0;
+    for (int r = 0; r < rounds; r++)
+        sum += churn((unsigned)(uintptr_t)arg);
+    return (void *)sum;
 }
 
 __attribute__((noinline)) static void lose_five(void)
@@ -61,10 +66,13 @@ __attribute__((noinline)) static void lose_five(void)
 int main(int argc, char **argv)
 {
     int threads = argc > 1 ? atoi(argv[1]) : 0;
+    rounds = argc > 2 ? atoi(argv[2]) : 1;
     pthread_t t[64];
     for (int i = 0; i < threads && i < 64; i++)
         pthread_create(&t[i], NULL, thread, (void *)(uintptr_t)i);
-    unsigned long sum = churn(99);
+    unsigned long sum = 0;
+    for (int r = 0; r < rounds; r++)
+        sum += churn(99);
     for (int i = 0; i < threads && i < 64; i++) {
         void *r;
         pthread_join(t[i], &r);

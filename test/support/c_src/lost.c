@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1955,9 +1956,97 @@ static ERL_NIF_TERM drop_lookalikes(ErlNifEnv *env, int argc, const ERL_NIF_TERM
     return ok(env);
 }
 
+/* holders(blocks): the independent verifier of leaks/1. blocks: [{address, size}], the blocks a
+ * scan called lost. Every readable and writable mapping of this process is read here (not
+ * through mtrace), but for the calling thread's stack and this verifier's own memory, and each
+ * aligned word that points into one of the blocks is a holder: returns [{block, holder,
+ * mapping}], at most HOLDERS_MAX, mapping the holder's mapping's path ("" for an anonymous one).
+ * The caller tells which holders are reachable memory. */
+#define HOLDERS_MAX 4096
+struct range {
+    uintptr_t lo, hi;
+};
+
+static int by_lo(const void *a, const void *b)
+{
+    uintptr_t x = ((const struct range *)a)->lo, y = ((const struct range *)b)->lo;
+    return x < y ? -1 : x > y;
+}
+
+static ERL_NIF_TERM holders(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    unsigned n;
+    if (!enif_get_list_length(env, argv[0], &n)) return enif_make_badarg(env);
+    size_t bytes = (n + 1) * sizeof(struct range) + (64 << 10);
+    char *mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) return enif_make_badarg(env);
+    struct range *r = (struct range *)mem;
+    uintptr_t *buf = (uintptr_t *)(mem + (n + 1) * sizeof(struct range));
+    ERL_NIF_TERM list = argv[0], head, out = enif_make_list(env, 0);
+    for (unsigned i = 0; i < n && enif_get_list_cell(env, list, &head, &list); i++) {
+        const ERL_NIF_TERM *t;
+        int arity;
+        ErlNifUInt64 a, size;
+        if (!enif_get_tuple(env, head, &arity, &t) || arity != 2 ||
+            !enif_get_uint64(env, t[0], &a) || !enif_get_uint64(env, t[1], &size)) {
+            munmap(mem, bytes);
+            return enif_make_badarg(env);
+        }
+        r[i] = (struct range){a, a + (size ? size : 1)};
+    }
+    qsort(r, n, sizeof *r, by_lo);
+    uintptr_t sp = (uintptr_t)__builtin_frame_address(0), self = (uintptr_t)mem;
+    FILE *maps = fopen("/proc/self/maps", "r");
+    char line[4096];
+    unsigned found = 0;
+    while (maps && found < HOLDERS_MAX && fgets(line, sizeof line, maps)) {
+        uintptr_t lo, hi;
+        char perms[5] = {0}, path[4096] = {0};
+        if (sscanf(line, "%lx-%lx %4s %*s %*s %*s %4095[^\n]", &lo, &hi, perms, path) < 3) continue;
+        char *p = path;
+        while (*p == ' ')
+            p++;
+        if (perms[0] != 'r' || perms[1] != 'w' || (sp >= lo && sp < hi) ||
+            (self >= lo && self < hi) || !strcmp(p, "[vvar]") || !strcmp(p, "[vsyscall]"))
+            continue;
+        for (uintptr_t at = lo; at < hi && found < HOLDERS_MAX;) {
+            size_t len = hi - at < (64 << 10) ? hi - at : (64 << 10);
+            struct iovec local = {buf, len}, remote = {(void *)at, len};
+            ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+            if (got <= 0) {
+                at += 4096;
+                continue;
+            }
+            for (size_t k = 0; k < (size_t)got / sizeof *buf && found < HOLDERS_MAX; k++) {
+                uintptr_t w = buf[k];
+                size_t l = 0, h = n;
+                while (l < h) {
+                    size_t m = (l + h) / 2;
+                    if (r[m].lo <= w)
+                        l = m + 1;
+                    else
+                        h = m;
+                }
+                if (!l || w >= r[l - 1].hi) continue;
+                ERL_NIF_TERM e[3] = {enif_make_uint64(env, r[l - 1].lo),
+                                     enif_make_uint64(env, at + k * sizeof *buf),
+                                     enif_make_string(env, p, ERL_NIF_LATIN1)};
+                out = enif_make_list_cell(env, enif_make_tuple_from_array(env, e, 3), out);
+                found++;
+            }
+            at += (size_t)got;
+        }
+    }
+    if (maps) fclose(maps);
+    munmap(mem, bytes);
+    return out;
+}
+
 static ErlNifFunc funcs[] = {
     {"lose_list", 1, lose_list, 0},
     {"keep_lookalikes", 1, keep_lookalikes, 0},
+    {"holders", 1, holders, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"drop_lookalikes", 0, drop_lookalikes, 0},
     {"keep_static", 2, keep_static, 0},
     {"keep_tree", 1, keep_tree, 0},

@@ -1,4 +1,5 @@
-/* reallibs.c - server-like use of real Debian C libraries, to test leak reports.
+/* reallibs.c - server-like use of real Debian C libraries, to test leak reports: a program, or
+ * with REALLIBS_NIF the NIF Mtrace.Test.RealLibs (test/rules_test.exs).
  * Build: gcc -O1 -g -o reallibs reallibs.c -lssl -lcrypto -lz -lxml2 -lsqlite3 -lyaml
  * Only 5 blocks are lost on purpose: 3 x malloc(777), 2 x strdup(40 chars) -> 41 bytes. */
 #include <libxml/parser.h>
@@ -31,7 +32,8 @@ static void die(const char *what)
     exit(1);
 }
 
-/* ---------------- deliberate leaks ---------------- */
+/* ---------------- deliberate leaks (the program's, not the NIF's) ---------------- */
+#ifndef REALLIBS_NIF
 __attribute__((noinline)) static void leak_five(void)
 {
     for (int i = 0; i < 3; i++) {
@@ -45,6 +47,7 @@ __attribute__((noinline)) static void leak_five(void)
     g_sink = s2;
     g_sink = NULL;
 }
+#endif
 
 /* Scrub the stack region deeper calls used, so stale pointers do not linger. */
 __attribute__((noinline)) static void scrub_stack(void)
@@ -314,6 +317,32 @@ static void do_yaml(void)
     printf("yaml: %d events, %d scalars, parser kept\n", events, scalars);
 }
 
+#ifdef REALLIBS_NIF
+#include <erl_nif.h>
+
+/* run(): the same work in a node, once (a second run would replace the globals, and lose what
+ * they held). */
+static ERL_NIF_TERM run(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    static int ran;
+    (void)argc;
+    (void)argv;
+    if (ran++) return enif_make_badarg(env);
+    setup_ssl();
+    long t = 0;
+    for (int r = 0; r < 6; r++)
+        t += tls_round(r);
+    do_zlib();
+    do_xml();
+    do_sqlite();
+    do_yaml();
+    scrub_stack();
+    return enif_make_long(env, t);
+}
+
+static ErlNifFunc funcs[] = {{"run", 0, run, ERL_NIF_DIRTY_JOB_CPU_BOUND}};
+ERL_NIF_INIT(Elixir.Mtrace.Test.RealLibs, funcs, NULL, NULL, NULL, NULL)
+#else
 int main(void)
 {
     leak_five();
@@ -330,3 +359,4 @@ int main(void)
     scrub_stack();
     return 0; /* no cleanup: globals keep the libraries' state */
 }
+#endif
