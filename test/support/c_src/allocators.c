@@ -1,7 +1,9 @@
 /* allocators.c: the whole malloc family, as a program linked with another allocator (jemalloc,
  * tcmalloc, mimalloc) uses it, and five blocks lost on purpose: what runs under mtrace must run
  * as without it, and report those five (test/allocators_test.exs). Its threads (argv[1]) each
- * churn the same calls, as the main thread does, argv[2] rounds of them (1 by default). */
+ * churn the same calls, as the main thread does, argv[2] rounds of them (1 by default), and with
+ * a file's path in argv[3] on until that file exists. Each round that gets what it asked for from
+ * every call adds 20000 to the sum. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <malloc.h>
@@ -10,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void *volatile sink;
 
@@ -43,13 +46,23 @@ static unsigned long churn(unsigned seed)
 }
 
 static int rounds = 1;
+static const char *stop; /* a file whose existence ends the rounds, after the first `rounds` */
+static unsigned long done;
+
+/* Rounds of churn until there are `rounds` and the stop file (if any) exists; their sum. */
+static unsigned long run(unsigned seed)
+{
+    unsigned long sum = 0;
+    for (int r = 0; r < rounds || (stop && access(stop, F_OK) != 0); r++) {
+        sum += churn(seed);
+        __atomic_fetch_add(&done, 1, __ATOMIC_RELAXED);
+    }
+    return sum;
+}
 
 static void *thread(void *arg)
 {
-    unsigned long sum = 0;
-    for (int r = 0; r < rounds; r++)
-        sum += churn((unsigned)(uintptr_t)arg);
-    return (void *)sum;
+    return (void *)run((unsigned)(uintptr_t)arg);
 }
 
 __attribute__((noinline)) static void lose_five(void)
@@ -67,12 +80,11 @@ int main(int argc, char **argv)
 {
     int threads = argc > 1 ? atoi(argv[1]) : 0;
     rounds = argc > 2 ? atoi(argv[2]) : 1;
+    stop = argc > 3 ? argv[3] : NULL;
     pthread_t t[64];
     for (int i = 0; i < threads && i < 64; i++)
         pthread_create(&t[i], NULL, thread, (void *)(uintptr_t)i);
-    unsigned long sum = 0;
-    for (int r = 0; r < rounds; r++)
-        sum += churn(99);
+    unsigned long sum = run(99);
     for (int i = 0; i < threads && i < 64; i++) {
         void *r;
         pthread_join(t[i], &r);
@@ -82,6 +94,6 @@ int main(int argc, char **argv)
     void *big = malloc((size_t)1 << 62);
     int refused = !big && errno == ENOMEM;
     lose_five();
-    printf("allocators: sum %lu, refused %d\n", sum, refused);
+    printf("allocators: sum %lu in %lu rounds, refused %d\n", sum, done, refused);
     return 0;
 }
