@@ -87,6 +87,12 @@ unsigned mt_beam_vm_otp(void)
                                                       : 0;
 }
 
+unsigned mt_beam_vm_release(void)
+{
+    unsigned bit = mt_beam_vm_otp();
+    return bit == MT_OTP25 ? 25 : bit == MT_OTP26 ? 26 : bit == MT_OTP27 ? 27 : 0;
+}
+
 int mt_beam_vm_code(uintptr_t ip)
 {
     if (!__atomic_load_n(&learnt, __ATOMIC_ACQUIRE) || !mt_beam_vm_otp()) return 0;

@@ -35,6 +35,9 @@ void mt_beam_vm_set(const char *erts_version);
  * release the rules do not know. */
 unsigned mt_beam_vm_otp(void);
 
+/* The same as an OTP release number (25, 26, 27), 0 for none. */
+unsigned mt_beam_vm_release(void);
+
 /* Whether ip lies in the VM's own code (the executable's text); 0 in a process that is no BEAM. */
 int mt_beam_vm_code(uintptr_t ip);
 

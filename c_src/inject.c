@@ -212,16 +212,25 @@ static void rewind_break(pid_t tid)
     }
 }
 
+/* The thread that tid, stopped at its clone event, started: seized by the clone option, and
+ * listed; 0 when none is. */
+static pid_t adopt(pid_t tid)
+{
+    unsigned long child;
+    if (ptrace(PTRACE_GETEVENTMSG, tid, 0, &child) != 0 || traced((pid_t)child) ||
+        nthreads == THREADS_MAX)
+        return 0;
+    threads[nthreads++] = (pid_t)child;
+    return (pid_t)child;
+}
+
 /* Lets a stopped thread go on after the stop waitpid reported as status: a signal it was to
  * receive is delivered, the stops of ptrace itself are not. */
 static void resume(pid_t tid, int status)
 {
     int sig = WSTOPSIG(status), event = status >> 16;
     if (event == PTRACE_EVENT_CLONE) {
-        unsigned long child;
-        if (ptrace(PTRACE_GETEVENTMSG, tid, 0, &child) == 0 && !traced((pid_t)child) &&
-            nthreads < THREADS_MAX)
-            threads[nthreads++] = (pid_t)child;
+        adopt(tid);
         sig = 0;
     } else if (event == PTRACE_EVENT_STOP || sig == SIGTRAP) {
         sig = 0;
@@ -345,15 +354,9 @@ static void detach_all(pid_t stopped)
             ptrace(PTRACE_CONT, tid, 0, 0);
             continue;
         }
-        if (event == PTRACE_EVENT_CLONE) {
-            /* a thread started meanwhile: it is seized, and detached in turn */
-            unsigned long child;
-            if (ptrace(PTRACE_GETEVENTMSG, tid, 0, &child) == 0 && !traced((pid_t)child) &&
-                nthreads < THREADS_MAX) {
-                threads[nthreads++] = (pid_t)child;
-                ptrace(PTRACE_INTERRUPT, (pid_t)child, 0, 0);
-            }
-        }
+        /* a thread started meanwhile is seized, and detached in turn */
+        pid_t child = event == PTRACE_EVENT_CLONE ? adopt(tid) : 0;
+        if (child) ptrace(PTRACE_INTERRUPT, child, 0, 0);
         int deliver = event || sig == SIGTRAP || sig == SIGSTOP ? 0 : sig;
         ptrace(PTRACE_DETACH, tid, 0, deliver);
         forget(tid);

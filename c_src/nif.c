@@ -348,12 +348,6 @@ static void read_heads(struct batch *b, const struct mt_snapshot *snap)
     }
 }
 
-/* The OTP release of a beam_vm.h release bit, 0 for none. */
-static unsigned otp_release(unsigned bit)
-{
-    return bit == MT_OTP25 ? 25 : bit == MT_OTP26 ? 26 : bit == MT_OTP27 ? 27 : 0;
-}
-
 /* How sure the mark is that block i is lost (reach.h): nil when definitely, else {rule, holder}:
  * the rule (rules.h) that discounted a word pointing into it, or into a lost block that reaches
  * it, and that word's address. */
@@ -576,7 +570,7 @@ static ERL_NIF_TERM leaks(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         {"mmapped_missing", enif_make_uint64(env, r.mmapped_missing)},
         {"bad_chunks", enif_make_uint64(env, r.bad_chunks)},
         {"rules", rule_counts(env, &r)},
-        {"otp", enif_make_uint64(env, otp_release(mt_beam_vm_otp()))},
+        {"otp", enif_make_uint64(env, mt_beam_vm_release())},
     };
     ERL_NIF_TERM result[3];
     result[1] = map_of(env, info, sizeof info / sizeof info[0]);

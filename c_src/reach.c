@@ -101,6 +101,9 @@ struct ctx {
     uint8_t *vm_stacks;         /* by stack id: whether the VM's code allocated (vm_block) */
     size_t nvm_stacks;
     uintptr_t *scratch; /* for the words of memory read only to note them */
+    uint32_t on;        /* rules_here(): the rules of place on_place, once on_known */
+    unsigned on_place;
+    int on_known;
 };
 
 #define HIDE_MASK ((uintptr_t)0x5a5a5a5a5a5a5a5aULL)
@@ -228,6 +231,22 @@ static int applies(const struct ctx *c, enum mt_rule rule)
     return (c->place & row->where) && (!row->otp || (row->otp & c->otp));
 }
 
+_Static_assert(MT_RULES <= 32, "a rule is a bit of rules_here's answer");
+
+/* The rules that apply where the memory being read lies, a bit a rule: the table says, for the
+ * place last asked about (one mark, one release). */
+static uint32_t rules_here(struct ctx *c)
+{
+    if (c->place != c->on_place || !c->on_known) {
+        c->on = 0;
+        for (int r = MT_RULE_NONE + 1; r < MT_RULES; r++)
+            if (applies(c, (enum mt_rule)r)) c->on |= (uint32_t)1 << r;
+        c->on_place = c->place;
+        c->on_known = 1;
+    }
+    return c->on;
+}
+
 /* Notes that the word w at address at, discounted by rule, points into block i: a lost block so
  * pointed into is lost only possibly (rules.h). The first such word is kept. */
 static void note_block(struct ctx *c, enum mt_rule rule, size_t i, uintptr_t at)
@@ -246,17 +265,24 @@ static void discount(struct ctx *c, enum mt_rule rule, uintptr_t w, uintptr_t at
         note_block(c, rule, i, at);
 }
 
-/* The n words at w, a copy of the memory at `at`, are not read, by rule. */
-static void discount_words(struct ctx *c, enum mt_rule rule, const uintptr_t *w, size_t n,
-                           uintptr_t at)
+/* Notes each of the n words at w (a copy of the memory at `at`), discounted by rule, that
+ * points into a block. */
+static void note_words(struct ctx *c, enum mt_rule rule, const uintptr_t *w, size_t n, uintptr_t at)
 {
-    c->r->discounted[rule] += n;
     if (!c->noting) return;
     for (size_t k = 0; k < n; k++) {
         size_t i;
         if (w[k] && (i = mt_snapshot_find(c->s, w[k])) != MT_SNAPSHOT_NONE)
             note_block(c, rule, i, at + k * sizeof *w);
     }
+}
+
+/* The n words at w, a copy of the memory at `at`, are not read, by rule. */
+static void discount_words(struct ctx *c, enum mt_rule rule, const uintptr_t *w, size_t n,
+                           uintptr_t at)
+{
+    c->r->discounted[rule] += n;
+    note_words(c, rule, w, n, at);
 }
 
 /* w, the word at address at (for registers: the thread's index << 8 | the register's * 8). */
@@ -397,29 +423,28 @@ static int atom(struct ctx *c, const uintptr_t *w)
     return len && read_mem(c, w[4], len, name) == len && mt_layout_atom_named(w, name, len);
 }
 
-/* Notes the words of [lo, hi), memory the mark does not read by rule: what of it can be read, a
- * page run at a time, past pages that are not resident (as scan_range skips them). */
+/* The words of [lo, hi), memory the mark does not read by rule: counted, and while noting, read
+ * (what of them can be, a page run at a time, past pages that are not resident, as scan_range
+ * skips them) to note those that point into a block. */
 static void note_unread(struct ctx *c, enum mt_rule rule, uintptr_t lo, uintptr_t hi)
 {
     lo = (lo + 7) & ~(uintptr_t)7;
-    while (lo < hi) {
+    if (lo < hi) c->r->discounted[rule] += (hi - lo) / sizeof(uintptr_t);
+    while (c->noting && lo < hi) {
         size_t len = hi - lo < SCRATCH ? hi - lo : SCRATCH;
         if (c->mincore) {
             uintptr_t page = lo & ~(uintptr_t)(MT_PAGE - 1);
             unsigned char vec[SCRATCH / MT_PAGE + 1];
             size_t pages = (lo + len - page + MT_PAGE - 1) / MT_PAGE;
             if (mincore((void *)page, pages * MT_PAGE, vec) == 0 && !(vec[0] & 1)) {
-                c->r->discounted[rule] += (page + MT_PAGE - lo) / sizeof(uintptr_t);
                 lo = page + MT_PAGE;
                 continue;
             }
         }
-        size_t got = c->scratch ? read_mem(c, lo, len, c->scratch) : 0;
-        discount_words(c, rule, c->scratch, got / sizeof(uintptr_t), lo);
+        size_t got = read_mem(c, lo, len, c->scratch);
+        note_words(c, rule, c->scratch, got / sizeof(uintptr_t), lo);
         if (got < len) {
-            uintptr_t skip = ((lo + got) & ~(uintptr_t)(MT_PAGE - 1)) + MT_PAGE;
-            c->r->discounted[rule] += (skip - lo - got) / sizeof(uintptr_t);
-            lo = skip;
+            lo = ((lo + got) & ~(uintptr_t)(MT_PAGE - 1)) + MT_PAGE;
         } else {
             lo += len;
         }
@@ -511,17 +536,22 @@ static void scan_words(struct ctx *c, const void *p, size_t len, uintptr_t at)
     uintptr_t data = 0, text;
     enum mt_rule padding = MT_RULE_NONE;
     /* the NUL's word of a block without a record that is a string from its first byte */
+    uint32_t on = rules_here(c);
+#define ON(rule) ((on >> (rule)) & 1)
     size_t nul_word = SIZE_MAX;
-    if ((c->place & MT_PLACE_UNRECORDED) && at == c->s->rec[c->self].addr &&
+    if (ON(MT_RULE_STRING_END) && at == c->s->rec[c->self].addr &&
         (text = mt_layout_string_end(w, len / sizeof *w)) != UINTPTR_MAX) {
         nul_word = text;
     }
-    int terms = c->otp && (c->place & MT_PLACE_TERMS);
-    /* the VM's own structs, which prove themselves (an atom by its name's hash, a port by its
-     * queue's pointers into itself), in its carriers, driver_alloc's among them (ports), and in
-     * the blocks it allocated */
-    int own = c->otp && (c->place & (MT_PLACE_VM_OWN | MT_PLACE_VM_DATA | MT_PLACE_VM_BLOCK));
-    int otp25 = (c->otp & MT_OTP_25_26) != 0, otp27 = (c->otp & MT_OTP27) != 0;
+    /* the terms' rules, and the VM's own structs' (which prove themselves: an atom by its name's
+     * hash, a port by its queue's pointers into itself) */
+    int terms = (on & ((uint32_t)1 << MT_RULE_HEAP_BINARY | (uint32_t)1 << MT_RULE_FUN_PADDING |
+                       (uint32_t)1 << MT_RULE_DEAD_PROCBIN | (uint32_t)1 << MT_RULE_DEAD_MREF |
+                       (uint32_t)1 << MT_RULE_DEAD_BINREF | (uint32_t)1 << MT_RULE_MATCH_STATE |
+                       (uint32_t)1 << MT_RULE_SUB_BITS)) != 0;
+    int own = ON(MT_RULE_ATOM_INDEX) || ON(MT_RULE_IO_QUEUE);
+    /* the heap binary's thing word: OTP 27's heap bitstring, or OTP 25 and 26's heap binary */
+    uintptr_t heap_subtag = c->otp & MT_OTP27 ? MT_HEAPBITS_SUBTAG : MT_HEAPBIN_SUBTAG;
     for (size_t k = 0, n = len / sizeof *w; k < n; k++) {
         uint32_t live;
         size_t last;
@@ -538,56 +568,61 @@ static void scan_words(struct ctx *c, const void *p, size_t len, uintptr_t at)
             continue;
         }
         if (terms) {
-            if (((w[k] & 0x3F) == (otp27 ? MT_HEAPBITS_SUBTAG : MT_HEAPBIN_SUBTAG)) &&
+            if (ON(MT_RULE_HEAP_BINARY) && (w[k] & 0x3F) == heap_subtag &&
                 (bytes = mt_layout_heapbin(w + k, n - k, &last))) {
                 padded = k + last;
                 data = ((uintptr_t)1 << 8 * bytes) - 1;
                 padding = MT_RULE_HEAP_BINARY;
             }
-            if (otp25 && w[k] == MT_FUN_HEADER && mt_layout_fun(w + k, n - k)) {
+            if (ON(MT_RULE_FUN_PADDING) && w[k] == MT_FUN_HEADER && mt_layout_fun(w + k, n - k)) {
                 padded = k + MT_FUN_PADDED;
                 data = MT_FUN_DATA;
                 padding = MT_RULE_FUN_PADDING;
             }
-            if (otp25 && k >= 3 && mt_layout_procbin(w + k - 3, n - (k - 3))) {
+            if (ON(MT_RULE_DEAD_PROCBIN) && k >= 3 && mt_layout_procbin(w + k - 3, n - (k - 3))) {
                 if (dead_procbin(c, w, k)) {
                     discount(c, MT_RULE_DEAD_PROCBIN, w[k], at + k * sizeof *w);
-                    if (k + 1 < n) discount(c, MT_RULE_DEAD_PROCBIN, w[k + 1], at + (k + 1) * 8);
+                    if (k + 1 < n)
+                        discount(c, MT_RULE_DEAD_PROCBIN, w[k + 1], at + (k + 1) * sizeof *w);
                     k++; /* bytes too */
                     continue;
                 }
                 binary_named(c, w[k]);
             }
-            if (otp25 && k >= 1 && w[k - 1] == MT_MREF_HEADER && dead_mref(c, w[k])) {
+            if (ON(MT_RULE_DEAD_MREF) && k >= 1 && w[k - 1] == MT_MREF_HEADER &&
+                dead_mref(c, w[k])) {
                 discount(c, MT_RULE_DEAD_MREF, w[k], at + k * sizeof *w);
                 continue;
             }
-            if (otp27 && k >= 1 && w[k - 1] == MT_BINREF_HEADER) {
+            if (ON(MT_RULE_DEAD_BINREF) && k >= 1 && w[k - 1] == MT_BINREF_HEADER) {
                 if (dead_binref(c, w[k])) {
                     discount(c, MT_RULE_DEAD_BINREF, w[k], at + k * sizeof *w);
                     continue;
                 }
                 binary_named(c, w[k]);
             }
-            if ((otp25 && k >= 2 && mt_layout_matchstate(w + k - 2, n - (k - 2))) ||
-                (otp27 && k >= 1 && mt_layout_subbits(w + k - 1, n - (k - 1)))) {
-                /* its base, which its orig keeps */
-                discount(c, otp25 ? MT_RULE_MATCH_STATE : MT_RULE_SUB_BITS, w[k],
-                         at + k * sizeof *w);
+            /* a match state's or a sub-bitstring's base, which its orig keeps */
+            if (ON(MT_RULE_MATCH_STATE) && k >= 2 && mt_layout_matchstate(w + k - 2, n - (k - 2))) {
+                discount(c, MT_RULE_MATCH_STATE, w[k], at + k * sizeof *w);
+                continue;
+            }
+            if (ON(MT_RULE_SUB_BITS) && k >= 1 && mt_layout_subbits(w + k - 1, n - (k - 1))) {
+                discount(c, MT_RULE_SUB_BITS, w[k], at + k * sizeof *w);
                 continue;
             }
         }
         if (own) {
             /* read only where the word's padding would keep a block: a name costs a system
              * call */
-            if (k + MT_ATOM_WORDS <= n && MT_LAYOUT_ATOM_MAY(w + k) && w[k + MT_ATOM_INDEX] >> 32 &&
+            if (ON(MT_RULE_ATOM_INDEX) && k + MT_ATOM_WORDS <= n && MT_LAYOUT_ATOM_MAY(w + k) &&
+                w[k + MT_ATOM_INDEX] >> 32 &&
                 mt_snapshot_find(c->s, w[k + MT_ATOM_INDEX]) != MT_SNAPSHOT_NONE &&
                 atom(c, w + k)) {
                 padded = k + MT_ATOM_INDEX;
                 data = MT_ATOM_INDEX_DATA;
                 padding = MT_RULE_ATOM_INDEX;
             }
-            if (w[k] == at + (k + 4) * sizeof *w &&
+            if (ON(MT_RULE_IO_QUEUE) && w[k] == at + (k + 4) * sizeof *w &&
                 mt_layout_ioqueue(w + k, n - k, at + k * sizeof *w, &live)) {
                 for (size_t j = 0; j < MT_IOQ_WORDS; j++) {
                     if (live >> j & 1)
@@ -596,7 +631,8 @@ static void scan_words(struct ctx *c, const void *p, size_t len, uintptr_t at)
                         discount(c, MT_RULE_IO_QUEUE, w[k + j], at + (k + j) * sizeof *w);
                 }
                 size_t tail = k + MT_IOQ_WORDS;
-                if (tail < n && mt_layout_port_reds(w + tail, n - tail, at + tail * sizeof *w)) {
+                if (ON(MT_RULE_PORT_REDS) && tail < n &&
+                    mt_layout_port_reds(w + tail, n - tail, at + tail * sizeof *w)) {
                     padded = tail + MT_PORT_REDS;
                     data = MT_PORT_REDS_DATA;
                     padding = MT_RULE_PORT_REDS;
@@ -605,7 +641,7 @@ static void scan_words(struct ctx *c, const void *p, size_t len, uintptr_t at)
                 continue;
             }
         }
-        if (c->otp && k >= MT_JITB_USED && k + 1 < n && applies(c, MT_RULE_JIT_BIT_VECTORS) &&
+        if (ON(MT_RULE_JIT_BIT_VECTORS) && k >= MT_JITB_USED && k + 1 < n &&
             MT_LAYOUT_JITB_MAY(w + k - MT_JITB_USED) &&
             jit_bits(c, w + k - MT_JITB_USED, at + k * sizeof *w)) {
             c->r->discounted[MT_RULE_JIT_BIT_VECTORS] += 2;
@@ -614,6 +650,7 @@ static void scan_words(struct ctx *c, const void *p, size_t len, uintptr_t at)
         }
         consider(c, w[k], at + k * sizeof *w);
     }
+#undef ON
 }
 
 /* The registers of thread number `thread` (an index in r->thread). */
@@ -693,16 +730,15 @@ static unsigned place_of(struct ctx *c, uintptr_t al)
 
 /* Reads the carrier of allocator al (its words in buf, got bytes from at): its places set, its
  * free blocks noted and zeroed where the whole carrier is in buf (whole), the untag bits of a
- * carrier of terms set. Returns its places. */
-static unsigned enter_carrier(struct ctx *c, uintptr_t al, uintptr_t *buf, size_t got, uintptr_t at,
-                              int whole)
+ * carrier of terms set. */
+static void enter_carrier(struct ctx *c, uintptr_t al, uintptr_t *buf, size_t got, uintptr_t at,
+                          int whole)
 {
     unsigned place = place_of(c, al);
     c->place = place & (MT_PLACE_TERMS | MT_PLACE_VM_OWN | MT_PLACE_VM_DATA);
     c->untag = place & MT_PLACE_TAGGED ? MT_TERMS_UNTAG : 0;
     if (place && whole)
         c->r->vm_free_bytes += mt_layout_carrier_free(buf, got / sizeof *buf, at, note_free, c);
-    return place;
 }
 
 /* Leaves a carrier, or a block: no place is the mark's but where it proves one. */
@@ -775,13 +811,11 @@ static void scan_range(struct ctx *c, uintptr_t lo, uintptr_t hi, uint64_t *byte
         size_t got = read_mem(c, lo, len, buf);
         size_t cut = carrier ? got : before_carrier(buf, got, lo, hi);
         if (cut < got) got = len = cut;
-        unsigned place = c->place;
         if (carrier)
             enter_carrier(c, head[3] & ~(uintptr_t)7, (uintptr_t *)buf, got, lo, got == carrier);
         mt_beam_gaps_clear(&c->gaps, buf, got, lo, &c->r->left, note_gap, c);
         scan_words(c, buf, got, lo);
         if (carrier) leave_place(c);
-        c->place = place;
         if (buf != c->buf) mt_mem_unmap(buf, carrier);
         *bytes += got;
         if (got < len) {
@@ -879,11 +913,12 @@ static void read_block(struct ctx *c, void *w, size_t len, uintptr_t at)
         leave_place(c);
         return;
     }
-    size_t first, end = mt_layout_pointer_range(w, len, at, untold(c),
-                                                c->place & MT_PLACE_BINARY ? c->otp : 0, &first);
-    enum mt_rule rule = c->place & MT_PLACE_BINARY ? MT_RULE_BINARY_SLACK : MT_RULE_LOADER_SEGMENT;
+    int binary = applies(c, MT_RULE_BINARY_SLACK);
+    size_t first, end = mt_layout_pointer_range(w, len, at, untold(c), binary ? c->otp : 0, &first);
+    enum mt_rule rule = binary ? MT_RULE_BINARY_SLACK : MT_RULE_LOADER_SEGMENT;
     discount_words(c, rule, w, first / sizeof(uintptr_t), at);
-    discount_words(c, rule, (const uintptr_t *)((const char *)w + end), (len - end) / 8, at + end);
+    discount_words(c, rule, (const uintptr_t *)((const char *)w + end),
+                   (len - end) / sizeof(uintptr_t), at + end);
     scan_words(c, (const char *)w + first, end - first, at + first);
     leave_place(c);
 }
