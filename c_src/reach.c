@@ -1075,9 +1075,10 @@ static uintptr_t live_from(struct ctx *c, uintptr_t lo, uintptr_t hi)
  * what they pointed to (LeakSanitizer scans live threads' stacks only). glibc's struct pthread
  * lies at a stack's top, as far below it in every stack of the process (the static TLS block's
  * size), its first and third words pointing to it; the kernel clears its tid when the thread
- * exits, and glibc makes it -1 once the thread is joined. That distance and the tid's offset are
- * learnt from the calling thread's (its own, in its stack's mapping), and every stopped thread's
- * must agree; else no stack is taken for dead. */
+ * exits, and glibc makes it -1 once the thread is joined. The tid's offset is learnt from the
+ * calling thread's descriptor, the distance from its stack's mapping (or, for the main thread,
+ * from the exited stacks themselves: tcb_found), and every stopped thread's must agree; else no
+ * stack is taken for dead. */
 struct tcb_shape {
     uintptr_t below_top; /* 0: not learnt */
     size_t tid_at;
@@ -1095,17 +1096,48 @@ static uintptr_t mapping_top(struct ctx *c, uintptr_t a)
     return mapping_of(c, a, &m) && m.readable && m.writable ? m.hi : 0;
 }
 
+/* The distance below a stack's top at which struct pthread lies, found where the calling thread
+ * cannot show it (the main thread's lies outside its stack): at the top of each anonymous mapping
+ * that holds no live thread's stack, a descriptor of glibc's (its first and third words pointing
+ * to it, the tid at the calling thread's offset 0 or -1), at one distance in every such mapping
+ * where there is one. 0 when none is found, or two disagree. */
+static uintptr_t tcb_found(struct ctx *c, size_t tid_at)
+{
+    enum { SEARCH = 16384, STEP = 16 };
+    static uintptr_t top[SEARCH / sizeof(uintptr_t)];
+    uintptr_t found = 0;
+    struct mt_mapping m;
+    for (size_t at = 0; mt_maps_next(&c->maps, &at, &m);) {
+        if (!m.readable || !m.writable || m.path_len || m.hi - m.lo <= 4 * SEARCH ||
+            live_from(c, m.lo, m.hi) != m.lo || mt_proc_read(m.hi - SEARCH, top, SEARCH))
+            continue;
+        for (uintptr_t below = STEP; below <= SEARCH - tid_at - sizeof(int32_t); below += STEP) {
+            uintptr_t pd = m.hi - below;
+            const uintptr_t *head = &top[(SEARCH - below) / sizeof *top];
+            int32_t tid;
+            memcpy(&tid, (const char *)head + tid_at, sizeof tid);
+            if (head[0] != pd || head[2] != pd || tid > 0) continue;
+            if (found && found != below) return 0;
+            found = below;
+        }
+    }
+    return found;
+}
+
 static struct tcb_shape tcb_learn(struct ctx *c)
 {
     struct tcb_shape no = {0, 0}, t = no;
     uintptr_t pd = (uintptr_t)pthread_self(), head[3], top = mapping_top(c, pd);
     uint32_t words[512], tid = (uint32_t)syscall(SYS_gettid);
-    if (!top || !tcb_at(pd, head) || top - pd > 65536 || mt_proc_read(pd, words, sizeof words))
-        return no;
+    if (!tcb_at(pd, head) || mt_proc_read(pd, words, sizeof words)) return no;
     for (size_t i = 6; i < 512 && !t.tid_at; i++)
         if (words[i] == tid) t.tid_at = i * sizeof *words;
-    t.below_top = top - pd;
-    for (size_t i = 0; i < c->world->n && t.tid_at; i++) {
+    if (!t.tid_at) return no;
+    /* a thread glibc started holds its descriptor in its stack's mapping, with its stack */
+    int in_stack = top && top - pd <= 65536 && mapping_top(c, c->self_sp) == top;
+    t.below_top = in_stack ? top - pd : tcb_found(c, t.tid_at);
+    if (!t.below_top) return no;
+    for (size_t i = 0; i < c->world->n; i++) {
         const struct mt_world_thread *w = &c->world->t[i];
         uint32_t its = 0;
         if (w->tid <= 0 || !w->stopped || mapping_top(c, w->tp) != w->tp + t.below_top) continue;
@@ -1113,23 +1145,26 @@ static struct tcb_shape tcb_learn(struct ctx *c)
             its != (uint32_t)w->tid)
             return no;
     }
-    return t.tid_at ? t : no;
+    return t;
 }
 
-/* Where the dead part of an exited thread's stack [lo, hi), a mapping that holds no live
- * thread's stack pointer, ends: below its struct pthread, its stack and static TLS are dead; once
- * it is joined (tid -1), its struct pthread too (the stack waits in glibc's cache for the next
- * thread, and the struct's words are what the thread left: a block it freed as it exited is given
- * to the next malloc); before the join, the struct holds the thread's result, which the join
- * returns, and is read. 0 when it is no such stack. */
-static uintptr_t exited_tcb(const struct tcb_shape *t, uintptr_t lo, uintptr_t hi)
+/* Whether [lo, hi), a mapping that holds no live thread's stack pointer, is an exited thread's
+ * stack, and where its descriptor (struct pthread) lies: below it, its stack and static TLS are
+ * dead. Before the join, the descriptor holds the thread's result, which the join returns, and is
+ * read whole. Once joined (tid -1), the stack waits in glibc's cache for the next thread and the
+ * descriptor's words are what the thread left (a block it freed as it exited goes to the next
+ * malloc), but for the DTV (its second word), which glibc keeps and gives the next thread. */
+static int exited_tcb(const struct tcb_shape *t, uintptr_t lo, uintptr_t hi, uintptr_t *pd,
+                      int *joined)
 {
-    uintptr_t pd = hi - t->below_top, head[3];
+    uintptr_t head[3];
     int32_t tid = 0;
-    if (!t->below_top || hi - lo <= t->below_top || !tcb_at(pd, head) ||
-        mt_proc_read(pd + t->tid_at, &tid, sizeof tid) || tid > 0)
+    *pd = hi - t->below_top;
+    if (!t->below_top || hi - lo <= t->below_top || !tcb_at(*pd, head) ||
+        mt_proc_read(*pd + t->tid_at, &tid, sizeof tid) || tid > 0)
         return 0;
-    return tid < 0 ? hi : pd;
+    *joined = tid < 0;
+    return 1;
 }
 
 static int named(const char *p, size_t len, const char *name)
@@ -1151,7 +1186,7 @@ static int hides(const struct ctx *c, uintptr_t lo, uintptr_t hi, int of_file)
 static void scan_roots(struct ctx *c, uintptr_t own_lo, uintptr_t own_hi)
 {
     struct mt_mapping m;
-    struct tcb_shape tcb = own_hi ? (struct tcb_shape){0, 0} : tcb_learn(c);
+    struct tcb_shape tcb = tcb_learn(c);
     for (size_t at = 0; mt_maps_next(&c->maps, &at, &m);) {
         if (!m.readable || !m.writable) continue;
         uintptr_t lo = m.lo, hi = m.hi;
@@ -1174,12 +1209,23 @@ static void scan_roots(struct ctx *c, uintptr_t own_lo, uintptr_t own_hi)
         c->hiding = c->hide && hides(c, lo, hi, plen != 0);
         uintptr_t from = live_from(c, lo, hi);
         c->vm = from == lo && !plen;
-        uintptr_t tcb_lo = c->vm ? exited_tcb(&tcb, lo, hi) : 0;
-        if (tcb_lo) note_unread(c, MT_RULE_EXITED_STACKS, from, tcb_lo);
+        uintptr_t pd;
+        int joined = 0;
+        if (c->vm && exited_tcb(&tcb, lo, hi, &pd, &joined)) {
+            uintptr_t dtv = pd + sizeof(uintptr_t);
+            note_unread(c, MT_RULE_EXITED_STACKS, from, joined ? dtv : pd);
+            if (!joined) {
+                scan_minus_own(c, pd, hi);
+                continue;
+            }
+            scan_minus_own(c, dtv, dtv + sizeof(uintptr_t));
+            note_unread(c, MT_RULE_EXITED_STACKS, dtv + sizeof(uintptr_t), hi);
+            continue;
+        }
         if (plen)
             scan_minus_own(c, from, hi);
         else
-            scan_minus_heaps(c, lo, tcb_lo ? tcb_lo : from, hi);
+            scan_minus_heaps(c, lo, from, hi);
     }
     c->vm = 0;
     c->hiding = 0;
