@@ -15,14 +15,21 @@
 #include "config.h"
 #include "hooks.h"
 #include "mem.h"
+#include "nif_hooks.h"
 #include "recorder.h"
 #include "service.h"
 #include "stack.h"
 #include "symbols.h"
 
-/* The hooked functions, then dlopen, which the attach needs for objects loaded later. */
-#define DLOPEN MT_TRACK
-#define TARGETS (MT_TRACK + 1)
+/* What a word may be rewritten to name: the malloc family's hooks (attached), the NIF API's
+ * (in a BEAM, attached or preloaded), and dlopen's wrapper, for the objects loaded later. */
+struct target {
+    const char *name;
+    uintptr_t original, replacement;
+    int nif; /* of the NIF API: never rewritten in the VM's own executable */
+};
+
+#define MAX_TARGETS (MT_HOOKS + MT_NIF_HOOKS + 1)
 
 /* A word rewritten: where, in which object (its load bias), what it held and holds now, and
  * whether it lies in RELRO (read-only but for the store). */
@@ -38,11 +45,13 @@ struct word {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct word *words;
 static size_t nwords;
-static uintptr_t originals[TARGETS], replacements[TARGETS];
-static const char *names[TARGETS];
-static uintptr_t self_base;
-static int attached, symbols_started;
-static uint64_t since_ns, realtime_s, attaches, objects, skipped, copies, pause_ns;
+static struct target targets[MAX_TARGETS];
+static int ntargets, malloc_targets;
+static uintptr_t self_base, vm_base;
+/* rewriting: words are rewritten, and dlopen rewrites the objects it loads */
+static int attached, rewriting, symbols_started;
+static uint64_t since_ns, realtime_s, attaches, objects, skipped, copies, pause_ns, nif_words;
+static uintptr_t dlopen_original;
 
 /* dl_iterate_phdr's callback: counts the words of an object's writable segments that still hold
  * one of glibc's functions once its relocated words are rewritten: copies the program made (an
@@ -63,8 +72,8 @@ static int count_copies(struct dl_phdr_info *info, size_t size, void *arg)
             (const uintptr_t *)((base + ph->p_vaddr + ph->p_memsz) & ~(uintptr_t)7);
         for (; w < end; w++) {
             uintptr_t v = __atomic_load_n(w, __ATOMIC_RELAXED);
-            for (int k = 0; k < MT_TRACK; k++)
-                if (v == originals[k]) copies++;
+            for (int k = 0; k < malloc_targets; k++)
+                if (v == targets[k].original) copies++;
         }
     }
     return 0;
@@ -81,8 +90,8 @@ struct object {
 
 static int target_of(const char *name)
 {
-    for (int i = 0; i < TARGETS; i++)
-        if (strcmp(name, names[i]) == 0) return i;
+    for (int i = 0; i < ntargets; i++)
+        if (strcmp(name, targets[i].name) == 0) return i;
     return -1;
 }
 
@@ -121,19 +130,24 @@ static void patch(struct object *o, const ElfW(Rela) * r, size_t n, const ElfW(S
             (type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT && type != R_X86_64_64))
             continue;
         int i = target_of(strs + syms[sym].st_name);
-        if (i < 0) continue;
+        if (i < 0 || (targets[i].nif && o->info->dlpi_addr == vm_base)) continue;
+        const struct target *t = &targets[i];
         uintptr_t *at = (uintptr_t *)(o->info->dlpi_addr + r[k].r_offset);
         uintptr_t v = __atomic_load_n(at, __ATOMIC_ACQUIRE);
-        if (v == replacements[i]) continue;
+        if (v == t->replacement) {
+            o->rewritten = 1;
+            continue;
+        }
         int relro;
         int lazy = type == R_X86_64_JUMP_SLOT && v >= o->lo && v < o->hi;
-        if ((v != originals[i] && !lazy) || (type == R_X86_64_64 && r[k].r_addend != 0) ||
+        if ((v != t->original && !lazy) || (type == R_X86_64_64 && r[k].r_addend != 0) ||
             !writable(o, (uintptr_t)at, &relro) || nwords == MAX_WORDS) {
             skipped++;
             continue;
         }
-        words[nwords++] = (struct word){o->info->dlpi_addr, at, v, replacements[i], relro};
-        store(at, replacements[i], relro);
+        words[nwords++] = (struct word){o->info->dlpi_addr, at, v, t->replacement, relro};
+        store(at, t->replacement, relro);
+        if (t->nif) nif_words++;
         o->rewritten = 1;
     }
 }
@@ -199,15 +213,22 @@ static int patch_object(struct dl_phdr_info *info, size_t size, void *arg)
     return 0;
 }
 
+/* One pass over every object; skipped and objects say what the last pass found. */
+static void rewrite_all(void)
+{
+    skipped = objects = 0;
+    dl_iterate_phdr(patch_object, NULL);
+}
+
 static void *attached_dlopen(const char *file, int mode)
 {
-    void *(*real)(const char *, int) = (void *(*)(const char *, int))originals[DLOPEN];
+    void *(*real)(const char *, int) = (void *(*)(const char *, int))dlopen_original;
     void *handle = real(file, mode);
-    if (!handle || !__atomic_load_n(&attached, __ATOMIC_ACQUIRE)) return handle;
+    if (!handle || !__atomic_load_n(&rewriting, __ATOMIC_ACQUIRE)) return handle;
     int e = errno;
     mt_guard_hold();
     pthread_mutex_lock(&lock);
-    if (attached) dl_iterate_phdr(patch_object, NULL);
+    if (rewriting) rewrite_all();
     pthread_mutex_unlock(&lock);
     mt_guard_release();
     errno = e;
@@ -219,28 +240,58 @@ static uint64_t stacks_so_far(void)
     return mt_stack_count();
 }
 
-/* The functions glibc defines, which the words must hold to be rewritten. */
-static enum mt_attach_error find_originals(void)
+/* The functions the words must hold to be rewritten: glibc's malloc family (with malloc_family),
+ * dlopen, and in a BEAM the VM's NIF API. */
+static enum mt_attach_error find_targets(int malloc_family)
 {
     void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
     if (!libc) return MT_ATTACH_NO_GLIBC;
-    for (int i = 0; i < TARGETS; i++) {
-        names[i] = i == DLOPEN ? "dlopen" : mt_kind_names[i];
-        replacements[i] =
-            i == DLOPEN ? (uintptr_t)attached_dlopen : (uintptr_t)mt_hook_functions[i];
-        originals[i] = (uintptr_t)dlsym(libc, names[i]);
-        if (!originals[i] && i != DLOPEN) return MT_ATTACH_NO_GLIBC;
+    ntargets = 0;
+    for (int i = 0; malloc_family && i < MT_HOOKS; i++) {
+        uintptr_t f = (uintptr_t)dlsym(libc, mt_kind_names[i]);
+        if (!f) return MT_ATTACH_NO_GLIBC;
+        targets[ntargets++] =
+            (struct target){mt_kind_names[i], f, (uintptr_t)mt_hook_functions[i], 0};
     }
+    malloc_targets = ntargets;
+    if (mt_nif_hooks_find(&vm_base))
+        for (int i = 0; i < MT_NIF_HOOKS; i++)
+            targets[ntargets++] =
+                (struct target){mt_nif_hooks[i].name, mt_nif_hooks[i].vm, mt_nif_hooks[i].hook, 1};
+    dlopen_original = (uintptr_t)dlsym(libc, "dlopen");
+    if (dlopen_original)
+        targets[ntargets++] =
+            (struct target){"dlopen", dlopen_original, (uintptr_t)attached_dlopen, 0};
     return MT_ATTACH_OK;
+}
+
+static void find_self(void)
+{
+    Dl_info self;
+    if (dladdr((void *)find_self, &self)) self_base = (uintptr_t)self.dli_fbase;
+}
+
+void mt_attach_nif_api(void)
+{
+    uintptr_t base;
+    if (!mt_nif_hooks_find(&base)) return;
+    pthread_mutex_lock(&lock);
+    if (!rewriting && find_targets(0) == MT_ATTACH_OK &&
+        (words || (words = mt_mem_map(MAX_WORDS * sizeof *words)))) {
+        find_self();
+        rewrite_all();
+        __atomic_store_n(&rewriting, 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&lock);
 }
 
 static enum mt_attach_error attach_locked(const char *const *vars)
 {
     if (mt_interposing()) return MT_ATTACH_PRELOADED;
     if (attached) return MT_ATTACH_ALREADY;
-    enum mt_attach_error e = find_originals();
+    enum mt_attach_error e = find_targets(1);
     if (e != MT_ATTACH_OK) return e;
-    if (mt_malloc_definition() != originals[MT_MALLOC]) return MT_ATTACH_OTHER_MALLOC;
+    if (mt_malloc_definition() != targets[MT_MALLOC].original) return MT_ATTACH_OTHER_MALLOC;
     if (!words && !(words = mt_mem_map(MAX_WORDS * sizeof *words))) return MT_ATTACH_NO_MEMORY;
     mt_config_override(vars);
     int started = mt_start();
@@ -250,18 +301,20 @@ static enum mt_attach_error attach_locked(const char *const *vars)
         mt_symbols_start(stacks_so_far);
         symbols_started = 1;
     }
-    Dl_info self;
-    if (dladdr((void *)attach_locked, &self)) self_base = (uintptr_t)self.dli_fbase;
+    find_self();
     uint64_t t0 = mt_now_ns(CLOCK_MONOTONIC);
-    skipped = objects = copies = 0;
-    dl_iterate_phdr(patch_object, NULL);
+    copies = 0;
+    rewrite_all();
     __atomic_store_n(&pause_ns, mt_now_ns(CLOCK_MONOTONIC) - t0, __ATOMIC_RELAXED);
     dl_iterate_phdr(count_copies, NULL);
     __atomic_store_n(&since_ns, mt_now_ns(CLOCK_MONOTONIC_COARSE), __ATOMIC_RELAXED);
     mt_records_partial(__atomic_load_n(&since_ns, __ATOMIC_RELAXED));
+    /* a hook that ran across the last detach may have recorded a block whose free went unseen */
+    mt_forget_vm_records();
     __atomic_store_n(&realtime_s, mt_now_ns(CLOCK_REALTIME) / 1000000000u, __ATOMIC_RELAXED);
     __atomic_fetch_add(&attaches, 1, __ATOMIC_RELAXED);
     __atomic_store_n(&attached, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&rewriting, 1, __ATOMIC_RELEASE);
     mt_service_attached();
     return MT_ATTACH_OK;
 }
@@ -282,6 +335,7 @@ enum mt_attach_error mt_detach(void)
         return mt_interposing() ? MT_ATTACH_PRELOADED : MT_ATTACH_NOT_ATTACHED;
     }
     __atomic_store_n(&attached, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&rewriting, 0, __ATOMIC_RELEASE);
     for (size_t k = nwords; k-- > 0;) {
         struct word *w = &words[k];
         Dl_info in;
@@ -290,8 +344,10 @@ enum mt_attach_error mt_detach(void)
             __atomic_load_n(w->at, __ATOMIC_ACQUIRE) == w->now)
             store(w->at, w->old, w->relro);
     }
-    nwords = 0;
+    nwords = nif_words = 0;
     objects = 0;
+    /* the NIF API's frees go unseen from now on: its records would outlive their blocks */
+    mt_forget_vm_records();
     mt_service_detached();
     pthread_mutex_unlock(&lock);
     return MT_ATTACH_OK;
@@ -337,4 +393,5 @@ void mt_attach_state(struct mt_attach_state *out)
     out->skipped = __atomic_load_n(&skipped, __ATOMIC_RELAXED);
     out->copies = __atomic_load_n(&copies, __ATOMIC_RELAXED);
     out->pause_ns = __atomic_load_n(&pause_ns, __ATOMIC_RELAXED);
+    out->nif_words = __atomic_load_n(&nif_words, __ATOMIC_RELAXED);
 }

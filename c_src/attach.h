@@ -1,5 +1,7 @@
 /* attach.h: recording without a restart, by rewriting the words through which the process's
- * loaded objects reach the malloc family.
+ * loaded objects reach the malloc family; and in a BEAM, preloaded or attached, the NIF API's
+ * allocation functions (nif_hooks.h), through the same words of every object but the VM's
+ * executable.
  *
  * A node started without LD_PRELOAD loads mtrace.so as a NIF; that copy is not the process's
  * malloc and stays inert (hooks.h) until mt_attach(). mt_attach() starts its recorder and then,
@@ -50,7 +52,14 @@ enum mt_attach_error {
  * MT_ATTACH_OK or why not; on an error nothing is rewritten. */
 enum mt_attach_error mt_attach(const char *const *vars);
 
-/* Writes every remembered word back; the records stay, readable as before. */
+/* In the copy that is the process's malloc, when the process is a BEAM: rewrites the words that
+ * name the NIF API (nif_hooks.h) in every object but the VM's executable, now and after each
+ * dlopen, for as long as the process runs. Called once, from a constructor; allocates only
+ * through dlopen's and dlsym's lookups. */
+void mt_attach_nif_api(void);
+
+/* Writes every remembered word back; the records stay, readable as before, but for those of the
+ * NIF API's blocks (their frees would go unseen). */
 enum mt_attach_error mt_detach(void);
 
 /* A person's reason for an error, one sentence without a newline. */
@@ -69,6 +78,7 @@ struct mt_attach_state {
                             hooked functions after the attach's rewrite (the loader's own among
                             them): calls through them bypass mtrace */
     uint64_t pause_ns;   /* how long the last attach's rewriting took */
+    uint64_t nif_words;  /* of the words, those naming the NIF API (nif_hooks.h) */
 };
 
 /* The state as of now; lock-free but not one consistent snapshot. Each attach also tells the

@@ -7,8 +7,8 @@ ALL_CFLAGS = -std=gnu11 -O2 -g -fPIC -fvisibility=hidden -fno-semantic-interposi
 	-fno-omit-frame-pointer $(WARN) $(ERL_CFLAGS) $(UNWIND_CFLAGS) $(DW_CFLAGS) $(CFLAGS)
 OBJS = config.o mem.o proc.o table.o intern.o cfi.o beam_frames.o stack.o recorder.o hooks.o attach.o symbols.o \
 	symbols_elf.o symbols_dwarf.o symbols_perf.o symbols_jit.o unload.o filter.o nif.o writer.o report.o csv.o \
-	service.o api.o snapshot.o world.o reach.o roots.o layouts.o heap.o beam_heaps.o beam_alloc.o beam_regs.o beam_vm.o rules.o allocator.o
-HDRS = allocator.h beam_alloc.h beam_regs.h beam_vm.h rules.h beam_frames.h beam_heaps.h cfi.h config.h filter.h heap.h nif_api.h hooklist.h hooks.h attach.h platform.h sort.h mem.h \
+	service.o api.o snapshot.o world.o reach.o roots.o layouts.o heap.o beam_heaps.o beam_alloc.o beam_regs.o beam_vm.o rules.o allocator.o nif_hooks.o
+HDRS = allocator.h beam_alloc.h beam_regs.h beam_vm.h rules.h beam_frames.h beam_heaps.h cfi.h config.h filter.h heap.h nif_api.h hooklist.h hooks.h nif_hooks.h attach.h platform.h sort.h mem.h \
 	proc.h snapshot.h world.h reach.h roots.h layouts.h table.h intern.h stack.h recorder.h symbols.h \
 	symbols_backend.h account.h writer.h report.h csv.h \
 	service.h

@@ -6,6 +6,10 @@
  * (recorder.[ch]), the NIF's stats keys; the version script is checked against it (c_test), and
  * the attach patcher will rewrite exactly these names.
  *
+ * MT_FOR_EACH_NIF_HOOK(X) is the NIF API's share (nif_hooks.h): the functions NIF libraries call
+ * in the VM, reached by rewriting their words only (a preloaded definition of them would never
+ * be called), with kinds after the malloc family's.
+ *
  * Contract: a pure preprocessor list; no code, no allocation.
  */
 #ifndef MTRACE_HOOKLIST_H
@@ -24,5 +28,10 @@
     X(pvalloc, MT_PVALLOC)                                                                         \
     X(strdup, MT_STRDUP)                                                                           \
     X(strndup, MT_STRNDUP)
+
+#define MT_FOR_EACH_NIF_HOOK(X)                                                                    \
+    X(enif_alloc, MT_ENIF_ALLOC)                                                                   \
+    X(enif_realloc, MT_ENIF_REALLOC)                                                               \
+    X(enif_free, MT_ENIF_FREE)
 
 #endif

@@ -263,12 +263,18 @@ static const ElfW(Sym) *
     return NULL;
 }
 
-/* dl_iterate_phdr's callback: stops at the first object that defines malloc and keeps where. An
+struct definition {
+    const char *name;
+    uintptr_t at, base;
+};
+
+/* dl_iterate_phdr's callback: stops at the first object that defines the name and keeps where. An
  * undefined symbol with a value (a non-PIE executable's canonical PLT entry, which dlsym returns
  * first) is not a definition: the loader binds calls past it. */
-static int find_malloc(struct dl_phdr_info *info, size_t size, void *arg)
+static int find_definition(struct dl_phdr_info *info, size_t size, void *arg)
 {
     (void)size;
+    struct definition *d = arg;
     ElfW(Addr) lo = UINTPTR_MAX, hi = 0;
     const ElfW(Dyn) *dyn = NULL;
     for (int i = 0; i < info->dlpi_phnum; i++) {
@@ -291,17 +297,24 @@ static int find_malloc(struct dl_phdr_info *info, size_t size, void *arg)
     }
     if (!syms || !strs || (!gnu && !sysv)) return 0;
     const ElfW(Sym) *s =
-        gnu ? gnu_lookup(gnu, syms, strs, "malloc") : sysv_lookup(sysv, syms, strs, "malloc");
+        gnu ? gnu_lookup(gnu, syms, strs, d->name) : sysv_lookup(sysv, syms, strs, d->name);
     if (!s || s->st_shndx == SHN_UNDEF || ELF64_ST_BIND(s->st_info) == STB_LOCAL) return 0;
-    *(uintptr_t *)arg = info->dlpi_addr + s->st_value;
+    d->at = info->dlpi_addr + s->st_value;
+    d->base = info->dlpi_addr;
     return 1;
+}
+
+uintptr_t mt_definition(const char *name, uintptr_t *base)
+{
+    struct definition d = {name, 0, 0};
+    dl_iterate_phdr(find_definition, &d);
+    if (base) *base = d.base;
+    return d.at;
 }
 
 uintptr_t mt_malloc_definition(void)
 {
-    uintptr_t first = 0;
-    dl_iterate_phdr(find_malloc, &first);
-    return first;
+    return mt_definition("malloc", NULL);
 }
 
 int mt_interposing(void)

@@ -934,7 +934,7 @@ static ERL_NIF_TERM frames(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     return result;
 }
 
-#define STAT_KEYS (MT_KINDS + 39)
+#define STAT_KEYS (MT_KINDS + 41)
 
 /* The live heap the records stand for: their sizes, or with sampling their weights. */
 struct live {
@@ -987,7 +987,8 @@ static ERL_NIF_TERM stats(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     PUT_U("free_bytes", mi.fordblks);
     PUT_U("mmap_chunks", mi.hblks);
     PUT_U("mmap_bytes", mi.hblkhd);
-    PUT("preloaded", active ? atom_true : atom_false);
+    PUT("preloaded", mt_interposing() ? atom_true : atom_false);
+    PUT("recording", active ? atom_true : atom_false);
     PUT("allocator", make_string(env, mt_real.name));
     PUT_U("slots", active ? mt_table_slots() : 0);
     PUT_U("slots_max", active ? mt_table_slots_max() : 0);
@@ -1031,6 +1032,7 @@ static ERL_NIF_TERM stats(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     PUT_U("attach_skipped", a.skipped);
     PUT_U("attach_copies", a.copies);
     PUT_U("attach_pause_us", a.pause_ns / 1000);
+    PUT_U("nif_api_words", a.nif_words);
 #undef PUT_U
 #undef PUT
     mt_guard_release();

@@ -101,6 +101,7 @@ struct ctx {
     uint8_t *vm_stacks;         /* by stack id: whether the VM's code allocated (vm_block) */
     size_t nvm_stacks;
     uintptr_t *scratch; /* for the words of memory read only to note them */
+    size_t nvm;         /* records of the VM's blocks (mt_record.vm) in the snapshot */
     uint32_t on;        /* rules_here(): the rules of place on_place, once on_known */
     unsigned on_place;
     int on_known;
@@ -301,7 +302,7 @@ static void consider(struct ctx *c, uintptr_t w, uintptr_t at)
         return;
     }
     if (!markable(c, i)) return;
-    if (c->self == MT_SNAPSHOT_NONE && at >= c->libc_lo && at < c->libc_hi &&
+    if (c->self == MT_SNAPSHOT_NONE && at >= c->libc_lo && at < c->libc_hi && !c->s->rec[i].vm &&
         next_chunk_header(&c->s->rec[i], w)) {
         c->r->discounted[MT_RULE_CHUNK_HEADER]++;
         note_block(c, MT_RULE_CHUNK_HEADER, i, at);
@@ -762,6 +763,23 @@ static size_t before_carrier(const char *buf, size_t got, uintptr_t lo, uintptr_
 }
 
 /* Reads and scans [lo, hi), a page at a time past what cannot be read. */
+static size_t first_after(const struct mt_snapshot *s, uintptr_t a);
+
+/* The VM's blocks in len bytes read at `at` to buf, but for the one being read, zeroed: they lie
+ * in its carriers, which are read whole as roots so that their places and free blocks are
+ * told, but a block is read only once it is marked. */
+static void blank_vm_blocks(const struct ctx *c, char *buf, size_t len, uintptr_t at)
+{
+    for (size_t i = first_after(c->s, at); i < c->s->heap; i++) {
+        const struct mt_record *b = &c->s->rec[i];
+        if (b->addr >= at + len) break;
+        if (!b->vm || i == c->self) continue;
+        uintptr_t lo = b->addr > at ? b->addr : at, hi = b->addr + b->size;
+        if (hi > at + len) hi = at + len;
+        if (lo < hi) memset(buf + (lo - at), 0, hi - lo);
+    }
+}
+
 static void scan_range(struct ctx *c, uintptr_t lo, uintptr_t hi, uint64_t *bytes)
 {
     lo = (lo + 7) & ~(uintptr_t)7;
@@ -814,6 +832,7 @@ static void scan_range(struct ctx *c, uintptr_t lo, uintptr_t hi, uint64_t *byte
         if (carrier)
             enter_carrier(c, head[3] & ~(uintptr_t)7, (uintptr_t *)buf, got, lo, got == carrier);
         mt_beam_gaps_clear(&c->gaps, buf, got, lo, &c->r->left, note_gap, c);
+        if (c->nvm) blank_vm_blocks(c, buf, got, lo);
         scan_words(c, buf, got, lo);
         if (carrier) leave_place(c);
         if (buf != c->buf) mt_mem_unmap(buf, carrier);
@@ -842,12 +861,14 @@ static size_t first_after(const struct mt_snapshot *s, uintptr_t a)
     return lo;
 }
 
-/* A root range less the recorded blocks inside it: a block is read when it is marked. */
+/* A root range less the recorded blocks inside it: a block is read when it is marked. The VM's
+ * blocks are cut where they are read (blank_vm_blocks). */
 static void scan_root(struct ctx *c, uintptr_t lo, uintptr_t hi)
 {
     for (size_t i = first_after(c->s, lo); lo < hi && i < c->s->heap; i++) {
         const struct mt_record *b = &c->s->rec[i];
         if (b->addr >= hi) break;
+        if (b->vm) continue;
         if (b->addr > lo) scan_range(c, lo, b->addr, &c->r->root_bytes);
         if (b->addr + b->size > lo) lo = b->addr + b->size;
     }
@@ -1231,6 +1252,23 @@ static void scan_roots(struct ctx *c, uintptr_t own_lo, uintptr_t own_hi)
     c->hiding = 0;
 }
 
+/* A block of glibc's that holds blocks the VM served (mt_record.vm) is a carrier the VM took
+ * from malloc (sys_alloc): it is the VM's memory, reachable, and read as a root, less those
+ * blocks. */
+static void carriers_from_malloc(struct ctx *c)
+{
+    for (size_t i = 0; c->nvm && i + 1 < c->s->heap; i++) {
+        const struct mt_record *b = &c->s->rec[i], *next = b + 1;
+        if (b->vm || !next->vm || next->addr >= b->addr + b->size) continue;
+        c->st[i] = MT_REACH_REACHABLE;
+        if (c->parent) {
+            c->parent[i] = MT_REACH_MEMORY;
+            c->via[i] = b->addr;
+        }
+        scan_range(c, b->addr, b->addr + b->size, &c->r->root_bytes);
+    }
+}
+
 /* here: the calling thread's registers (NULL at exit), its index in r->thread after the others. */
 static void mark_from_roots(struct ctx *c, uintptr_t own_lo, uintptr_t own_hi,
                             const uintptr_t *here)
@@ -1248,6 +1286,7 @@ static void mark_from_roots(struct ctx *c, uintptr_t own_lo, uintptr_t own_hi,
     if (sigaltstack(NULL, &alt) == 0 && !(alt.ss_flags & SS_DISABLE))
         keep(c, (uintptr_t)alt.ss_sp, c->world->n);
     keep_jit(c);
+    carriers_from_malloc(c);
     scan_roots(c, own_lo, own_hi);
     for (size_t i = 0; i < c->world->n; i++)
         if (c->world->t[i].tid > 0 && c->world->t[i].stopped) scan_regs(c, c->world->t[i].regs, i);
@@ -1528,8 +1567,10 @@ static int run(struct mt_reach *r, int at_exit, int walk_heap, int paths, uintpt
     c.st = r->state;
     for (size_t i = r->snap.heap; i < r->snap.n; i++)
         r->state[i] = MT_REACH_TRACKED;
-    for (size_t i = 0; i < r->snap.heap; i++)
+    for (size_t i = 0; i < r->snap.heap; i++) {
         if (r->snap.rec[i].lost) r->state[i] = STICKY;
+        c.nvm += r->snap.rec[i].vm;
+    }
     c.mincore = !swap_in_use();
     if (!c.maps.text && mt_maps_read(&c.maps) != 0) goto out;
     uintptr_t own_lo = 0, own_hi = 0;

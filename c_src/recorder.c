@@ -23,7 +23,7 @@
 
 #define MT_KIND_NAME(name, kind) [kind] = #name,
 const char *const mt_kind_names[MT_KINDS] = {
-    MT_FOR_EACH_HOOK(MT_KIND_NAME)[MT_TRACK] = "track",
+    MT_FOR_EACH_HOOK(MT_KIND_NAME) MT_FOR_EACH_NIF_HOOK(MT_KIND_NAME)[MT_TRACK] = "track",
     [MT_UNTRACK] = "untrack",
 };
 #undef MT_KIND_NAME
@@ -182,7 +182,7 @@ int mt_enter_slow(enum mt_kind kind)
     return 0;
 }
 
-static void record(void *p, size_t size, const struct mt_site *site)
+static void record(void *p, size_t size, const struct mt_site *site, unsigned vm)
 {
     uint32_t id = mt_stack_id(self->cache, site);
     if (!id) mt_count(&mt_thread.counts->stacks_dropped);
@@ -192,6 +192,7 @@ static void record(void *p, size_t size, const struct mt_site *site)
         .time_ns = mt_now_ns(CLOCK_MONOTONIC_COARSE),
         .stack = id,
         .tid = tid(),
+        .vm = vm,
         .lost = 0, /* named, so that tid's word is stored whole, not read, masked and merged */
     };
     int replaced, stored = mt_table_insert(&r, &replaced);
@@ -236,7 +237,13 @@ static int sample_due(size_t size)
 void mt_alloc_slow(void *p, size_t size, const struct mt_site *site)
 {
     if (p && (!mt_config.sample || ((uintptr_t)p & MT_TRACK_BIT) || sample_due(size)))
-        record(p, size, site);
+        record(p, size, site, 0);
+    mt_thread.guard = 0;
+}
+
+void mt_alloc_vm(void *p, size_t size, const struct mt_site *site)
+{
+    if (p && (!mt_config.sample || sample_due(size))) record(p, size, site, 1);
     mt_thread.guard = 0;
 }
 
@@ -277,6 +284,42 @@ static int put_back(const struct mt_record *old)
     int replaced, stored = mt_table_insert(old, &replaced);
     if (MT_ACCOUNTING) mt_account_restore(old, stored);
     return stored;
+}
+
+struct vm_records {
+    uintptr_t *addr;
+    size_t n, cap;
+};
+
+static void note_vm(const struct mt_record *r, void *arg)
+{
+    struct vm_records *v = arg;
+    if (r->vm && v->n < v->cap) v->addr[v->n++] = r->addr;
+}
+
+size_t mt_forget_vm_records(void)
+{
+    if (!mt_active()) return 0;
+    mt_guard_hold();
+    size_t held = mt_table_count();
+    struct vm_records v = {NULL, 0, held + held / 4 + 1024};
+    size_t gone = 0, len = (v.cap ? v.cap : 1) * sizeof *v.addr;
+    if ((v.addr = mt_mem_map(len))) {
+        mt_table_each(note_vm, &v);
+        for (size_t i = 0; i < v.n; i++) {
+            struct mt_record old;
+            if (!mt_table_remove(v.addr[i], &old)) continue;
+            if (!old.vm) {
+                put_back(&old); /* the address is a new block's, of another allocator */
+                continue;
+            }
+            if (MT_ACCOUNTING) mt_account_free((void *)old.addr, &old);
+            gone++;
+        }
+        mt_mem_unmap(v.addr, len);
+    }
+    mt_guard_release();
+    return gone;
 }
 
 void mt_realloc_done(void *q, size_t size, const struct mt_site *site, int keep_old,

@@ -39,12 +39,14 @@
 
 #define MT_KIND(name, kind) kind,
 enum mt_kind {
-    MT_FOR_EACH_HOOK(MT_KIND)
+    MT_FOR_EACH_HOOK(MT_KIND) MT_FOR_EACH_NIF_HOOK(MT_KIND)
         MT_TRACK, /* mtrace_track and mtrace_untrack (mtrace.h): the program's own resources */
     MT_UNTRACK,
     MT_KINDS
 };
 #undef MT_KIND
+/* The malloc family's kinds are the first MT_HOOKS. */
+#define MT_HOOKS MT_ENIF_ALLOC
 
 extern const char *const mt_kind_names[MT_KINDS];
 
@@ -129,6 +131,9 @@ static inline int mt_alloc_skip(void *p, size_t size)
     return 0;
 }
 
+/* mt_alloc_slow for a block the VM's allocator served through the NIF API (nif_hooks.h): its
+ * record says so (mt_record.vm). Sampling charges it as any block: mt_alloc_skip first. */
+void mt_alloc_vm(void *p, size_t size, const struct mt_site *site);
 /* After the real allocation: records p (when not NULL) with size and the stack seen from site,
  * or with sampling only when its countdown runs out. Releases the guard. */
 static inline void mt_alloc_done(void *p, size_t size, const struct mt_site *site)
@@ -195,6 +200,10 @@ void mt_forget_unentered(void *p);
 void mt_forget_missed(const struct mt_record *rec);
 int mt_take_unentered(void *p, struct mt_record *old);
 void mt_put_back_unentered(const struct mt_record *old);
+
+/* Reader side: removes every record of a block the VM served through the NIF API (mt_record.vm),
+ * when their frees can no longer be seen (a detach). Returns how many went. Not from a hook. */
+size_t mt_forget_vm_records(void);
 
 /* Nonzero once this library is the process's allocator interceptor and its table is ready. */
 int mt_active(void);

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "account.h"
+#include "attach.h"
 #include "config.h"
 #include "csv.h"
 #include "hooks.h"
@@ -361,6 +362,8 @@ __attribute__((constructor)) static void boot(void)
     /* The symbolizer's first look at the modules, before the program can unload any. */
     mt_guard_hold();
     mt_symbols_start(stacks_so_far);
+    /* in a BEAM, what NIF libraries allocate through the NIF API */
+    mt_attach_nif_api();
     mt_guard_release();
     serve();
 }

@@ -138,7 +138,7 @@ int mt_snapshot_join_heap(struct mt_snapshot *s, const struct mt_heap *h, struct
     /* Both lists are sorted by address, and the blocks do not overlap. A block holds the records
      * that start inside it (a block memalign moved into an mmapped chunk starts past the chunk's
      * first bytes); a record inside no block is a free mtrace missed: its chunk is free, or
-     * unmapped. */
+     * unmapped; but for the VM's blocks, which lie in its carriers, unless in a free chunk. */
     size_t i = 0, j = 0, k = 0;
     *missed_n = *unrecorded = 0;
     while (i < s->heap || j < h->blocks) {
@@ -152,8 +152,9 @@ int mt_snapshot_join_heap(struct mt_snapshot *s, const struct mt_heap *h, struct
                     .addr = b->addr, .size = b->size, .stack = MT_SNAPSHOT_UNRECORDED};
                 ++*unrecorded;
             }
-        } else if (h->mmapped_missing && !mt_heap_free_at(h, s->rec[i].addr)) {
-            to[k++] = s->rec[i++]; /* perhaps in an mmapped chunk the walk did not find */
+        } else if ((h->mmapped_missing || s->rec[i].vm) && !mt_heap_free_at(h, s->rec[i].addr)) {
+            /* perhaps in an mmapped chunk the walk did not find; or the VM's, in its carriers */
+            to[k++] = s->rec[i++];
         } else if (++*missed_n <= missed_cap) {
             missed[*missed_n - 1] = s->rec[i++];
         } else {

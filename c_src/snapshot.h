@@ -50,12 +50,11 @@ void mt_snapshot_drop(struct mt_snapshot *s);
 
 /* Joins a walk of glibc's heap to a snapshot taken by address, as the mark needs it: a record
  * that starts in no block of the walk (its chunk is free, or unmapped) is a free mtrace missed
- * (a block freed behind its back) and goes (but while the walk missed mmapped chunks, one in no
- * free chunk stays), counted in *missed_n and copied to missed[] while
- * missed_cap allows; a block
- * of the walk that holds no record joins as an unrecorded one (MT_SNAPSHOT_UNRECORDED), counted
- * in *unrecorded. No malloc, no lock. Returns 0, or -1 with errno ENOMEM (the snapshot is then
- * unchanged). */
+ * (a block freed behind its back) and goes (but one in no free chunk stays while the walk missed
+ * mmapped chunks, and when the VM served it: mt_record.vm), counted in *missed_n and copied
+ * to missed[] while missed_cap allows; a block of the walk that holds no record joins as an
+ * unrecorded one (MT_SNAPSHOT_UNRECORDED), counted in *unrecorded. No malloc, no lock. Returns 0,
+ * or -1 with errno ENOMEM (the snapshot is then unchanged). */
 int mt_snapshot_join_heap(struct mt_snapshot *s, const struct mt_heap *h, struct mt_record *missed,
                           size_t cap, size_t *missed_n, size_t *unrecorded);
 

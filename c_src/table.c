@@ -85,19 +85,20 @@ enum { TAG_EMPTY = 0, TAG_BUSY = 1 };
 #define GROUP 16
 #define WINDOW 4
 
-/* A record as kept: 24 bytes. Sizes above 2^46 - 1 bytes (64 TiB, half of x86-64's user
+/* A record as kept: 24 bytes. Sizes above 2^45 - 1 bytes (32 TiB, a quarter of x86-64's user
  * address space) are kept as that; times are milliseconds since the table was made, kept for
  * 2^34 ms (198 days), after which every record carries the last of them. The lost bit is set by
  * mt_table_set_lost() only: pack() leaves it clear, so the hooks pay nothing for it. */
 struct slot {
     uintptr_t addr;
-    uint64_t size_stack;     /* size (46 bits), the lost bit, stack id bits 0..16 */
+    uint64_t size_stack;     /* size (45 bits), the VM bit, the lost bit, stack id bits 0..16 */
     uint64_t stack_tid_time; /* stack id bits 17..24, thread (22 bits), time (34 bits) */
 };
 
-#define SIZE_BITS 46
-#define LOST_BIT ((uint64_t)1 << SIZE_BITS)
-#define STACK_SHIFT (SIZE_BITS + 1)
+#define SIZE_BITS 45
+#define VM_BIT ((uint64_t)1 << SIZE_BITS)
+#define LOST_BIT ((uint64_t)1 << (SIZE_BITS + 1))
+#define STACK_SHIFT (SIZE_BITS + 2)
 #define STACK_LOW 17
 #define TID_BITS 22
 #define TIME_BITS 34
@@ -430,7 +431,8 @@ static inline struct slot pack(const struct mt_record *rec)
     uint64_t ms = rec->time_ns > epoch_ns ? (rec->time_ns - epoch_ns) / 1000000 : 0;
     return (struct slot){
         .addr = rec->addr,
-        .size_stack = clamp(rec->size, SIZE_BITS) | (uint64_t)rec->stack << STACK_SHIFT,
+        .size_stack = clamp(rec->size, SIZE_BITS) | (rec->vm ? VM_BIT : 0) |
+                      (uint64_t)rec->stack << STACK_SHIFT,
         .stack_tid_time = ((uint64_t)rec->stack >> STACK_LOW & 0xFF) |
                           (uint64_t)(rec->tid & ((1u << TID_BITS) - 1))
                               << (64 - TIME_BITS - TID_BITS) |
@@ -456,6 +458,7 @@ static inline struct mt_record unpack(const struct gen *c, size_t s)
         .time_ns = epoch_ns + (b >> (64 - TIME_BITS)) * 1000000,
         .stack = (uint32_t)(a >> STACK_SHIFT | (b & 0xFF) << STACK_LOW),
         .tid = (uint32_t)(b >> (64 - TIME_BITS - TID_BITS)) & ((1u << TID_BITS) - 1),
+        .vm = !!(a & VM_BIT),
         .lost = !!(a & LOST_BIT),
     };
 }

@@ -45,7 +45,8 @@ struct mt_record {
     uint64_t size;
     uint64_t time_ns;  /* CLOCK_MONOTONIC_COARSE at the allocation; kept to the millisecond */
     uint32_t stack;    /* interned stack id (stack.h), 0 when the stack could not be kept */
-    uint32_t tid : 31; /* allocating thread (Linux tid) */
+    uint32_t tid : 30; /* allocating thread (Linux tid) */
+    uint32_t vm : 1;   /* served by the VM's allocator through the NIF API: in its carriers */
     uint32_t lost : 1; /* a leak scan found the block lost (mt_table_set_lost); 0 when inserted */
 };
 

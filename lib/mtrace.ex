@@ -1082,7 +1082,8 @@ defmodule Mtrace do
 
     * `:malloc_cnt`, `:calloc_cnt`, `:realloc_cnt`, `:reallocarray_cnt`, `:free_cnt`,
       `:posix_memalign_cnt`, `:aligned_alloc_cnt`, `:memalign_cnt`, `:valloc_cnt`,
-      `:pvalloc_cnt`, `:strdup_cnt`, `:strndup_cnt` - calls traced, per function;
+      `:pvalloc_cnt`, `:strdup_cnt`, `:strndup_cnt`, `:enif_alloc_cnt`, `:enif_realloc_cnt`,
+      `:enif_free_cnt` - calls traced, per function;
       `:track_cnt`, `:untrack_cnt` - calls of the C API's `mtrace_track`/`mtrace_untrack`.
     * `:allocated_bytes`, `:used_bytes`, `:free_bytes`, `:mmap_chunks`, `:mmap_bytes` -
       glibc's `mallinfo2`: bytes malloc holds from the system (arenas and mmapped chunks), bytes
@@ -1091,8 +1092,9 @@ defmodule Mtrace do
       that defines `malloc` after the preload (jemalloc, tcmalloc, mimalloc). With another than
       glibc's, `MTRACE_CLEAR` clears nothing and glibc's heap is not walked: leaks are found from
       the records alone.
-    * `:preloaded` - whether this node's allocator is this library (when `false`, every counter
-      is 0 and `olds/2` raises).
+    * `:preloaded` - whether this library is this node's `malloc` (`LD_PRELOAD`).
+    * `:recording` - whether this library records in this node: preloaded, or attached once
+      (when `false`, every counter is 0 and `olds/2` raises).
     * `:slots`, `:slots_max`, `:grown` - the table's slots now, the most it may grow to
       (`MTRACE_SLOTS_MAX`), and how many times it has grown (doubled) since it started at
       `MTRACE_SLOTS`.
@@ -1114,10 +1116,15 @@ defmodule Mtrace do
     * `:untraced` - calls forwarded without recording because the thread was already inside
       mtrace (the unwinder or loader allocating, a signal handler, mtrace's own NIF).
     * `:untracked_frees` - frees of blocks that had no record (dropped or untraced ones).
-    * `:nif_alloc_visible`, `:resources_visible` - whether the VM hands `enif_alloc` blocks
-      (its `driver_alloc`, off with `+MRe false`) and resources and binaries (its
-      `binary_alloc`, off with `+MBe false`) to `malloc`, where mtrace sees them. When `false`,
-      those come from the VM's own carriers, and a NIF that leaks them shows nothing.
+    * `:nif_alloc_visible` - how `enif_alloc`, `enif_realloc` and `enif_free` are seen:
+      `:hooks` (the words through which NIF libraries call them are rewritten, in a preloaded
+      or attached node: the blocks are recorded wherever the VM keeps them), `:vm_flags` (the
+      node runs with `+MRe false`, and its `driver_alloc` hands them to `malloc`) or `false`.
+    * `:resources_visible` - how resources and binaries are seen: `:vm_flags` (`+MBe false`:
+      the VM's `binary_alloc` hands them to `malloc`) or `false` (they come from the VM's own
+      carriers, and a NIF that leaks them shows nothing).
+    * `:nif_api_words` - the words rewritten to the NIF API's hooks (`:enif_alloc_cnt`,
+      `:enif_realloc_cnt` and `:enif_free_cnt` count their calls).
     * `:stale_replaced` - records replaced because their address was handed out again before
       mtrace saw it freed (a free it did not see: one made before it started, or by a path
       that bypasses the malloc family's symbols).
@@ -1170,7 +1177,7 @@ defmodule Mtrace do
         :stats
         |> Cluster.across("Mtrace.stats/1", opts, fn _, local -> [local] end)
         |> Map.new(fn
-          {node, %{preloaded: false}} -> {node, {:error, :not_preloaded}}
+          {node, %{recording: false}} -> {node, {:error, :not_preloaded}}
           answer -> answer
         end),
       else: stats_here()
@@ -1180,8 +1187,13 @@ defmodule Mtrace do
     {perf_map, stats} = Map.pop(Nif.stats_nif(), :perf_map)
 
     Map.merge(stats, %{
-      nif_alloc_visible: :erlang.system_info({:allocator, :driver_alloc}) == false,
-      resources_visible: :erlang.system_info({:allocator, :binary_alloc}) == false,
+      nif_alloc_visible:
+        cond do
+          stats.recording and stats.nif_api_words > 0 -> :hooks
+          :erlang.system_info({:allocator, :driver_alloc}) == false -> :vm_flags
+          true -> false
+        end,
+      resources_visible: :erlang.system_info({:allocator, :binary_alloc}) == false && :vm_flags,
       erlang_frames: erlang_frames(stats.unwind, perf_map)
     })
   end

@@ -27,7 +27,8 @@ defmodule Mtrace.AttachTest do
   again = Mtrace.attach()
   a = alloc.(:malloc, 1234)
   b = alloc.(:cxx_new, 777)
-  records = Helpers.records_at([a, b])
+  e = alloc.(:enif_alloc, 555)
+  records = Helpers.records_at([a, b, e])
   top = Mtrace.top(1000, demangle: false) |> Enum.flat_map(& &1.stack) |> Enum.map(& &1.function)
   stats = Mtrace.stats()
   # a and b are held as integers only: lost, with their stacks since the attach
@@ -39,10 +40,12 @@ defmodule Mtrace.AttachTest do
   reattached = Mtrace.attach()
   d = alloc.(:malloc, 4321)
   last = Helpers.records_at([d])
-  for {kind, p} <- [malloc: a, cxx_new: b, malloc: c, malloc: d], do: apply(leaky, :release, [kind, p])
+  for {kind, p} <- [malloc: a, cxx_new: b, enif_alloc: e, malloc: c, malloc: d],
+    do: apply(leaky, :release, [kind, p])
   %{loaded_before: loaded_before, before: before, refused: refused, first: first, again: again,
     a: frames.(records, a), b: frames.(records, b), top: top, stats: Map.take(stats, [:attach,
-    :attach_words, :attach_objects, :attach_copies, :attached_at, :attaches, :preloaded]),
+    :attach_words, :attach_objects, :attach_copies, :attached_at, :attaches, :preloaded,
+    :recording, :nif_alloc_visible, :nif_api_words, :enif_alloc_cnt]), e: frames.(records, e),
     leaks: leaks,
     detached: detached, after_detach: after_detach, work: work, reattached: reattached,
     d: frames.(last, d), detach_end: Mtrace.detach()}
@@ -60,8 +63,12 @@ defmodule Mtrace.AttachTest do
     assert {777, ["malloc", "operator new" <> _ | rest]} = r.b
     assert "leaky::cxx_new(unsigned long)" in rest or "leaky_cxx_new" in rest
     assert "leak_malloc" in r.top
+    # what the NIF allocates through the NIF API, from the VM's own carriers, by the hooks
+    assert {555, ["hook_enif_alloc", "leak_enif_alloc" | _]} = r.e
+    assert %{nif_alloc_visible: :hooks, enif_alloc_cnt: 1} = r.stats
+    assert r.stats.nif_api_words >= 2
 
-    assert %{attach: :attached, attaches: 1, preloaded: true} = r.stats
+    assert %{attach: :attached, attaches: 1, preloaded: false, recording: true} = r.stats
     assert r.stats.attach_words > 0 and r.stats.attach_objects > 1
     # The loader's own words for malloc, calloc, realloc and free (glibc 2.32 and later), which
     # the attach leaves alone: allocations through them are not recorded, and stats says so.
@@ -74,6 +81,7 @@ defmodule Mtrace.AttachTest do
     assert Enum.all?(r.leaks, fn
              {1234, ["malloc", "leak_malloc" | _]} -> true
              {777, ["malloc", "operator new" <> _ | _]} -> true
+             {555, ["hook_enif_alloc", "leak_enif_alloc" | _]} -> true
              _ -> false
            end),
            inspect(r.leaks)

@@ -49,7 +49,7 @@ defmodule Mtrace.Watch do
 
   @impl true
   def init(opts) do
-    if Mtrace.stats().preloaded do
+    if Mtrace.stats().recording do
       {:ok, %{opts: opts, mark: Mtrace.mark(), left: opts[:count], lost: MapSet.new()},
        opts[:interval]}
     else

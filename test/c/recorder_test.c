@@ -634,10 +634,10 @@ static void test_packing(void)
     clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
     uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
     struct mt_record in[] = {
-        {0x7f0000001230, ((uint64_t)1 << 46) - 1, now + 5000000, (1u << 24), (1u << 22) - 1, 0},
-        {0x7f0000001240, 1, now + 1234000000, 1, 1, 0},
-        {0x7f0000001250, 0, now, 0x155555, 0x2aaaaa, 0},
-        {0x7f0000001260, (uint64_t)1 << 50, now, 7, 3, 0},
+        {0x7f0000001230, ((uint64_t)1 << 45) - 1, now + 5000000, (1u << 24), (1u << 22) - 1, 1, 0},
+        {0x7f0000001240, 1, now + 1234000000, 1, 1, 0, 0},
+        {0x7f0000001250, 0, now, 0x155555, 0x2aaaaa, 1, 0},
+        {0x7f0000001260, (uint64_t)1 << 50, now, 7, 3, 0, 0},
     };
     int ok = 1, replaced;
     for (size_t i = 0; i < sizeof in / sizeof in[0]; i++) {
@@ -646,19 +646,21 @@ static void test_packing(void)
             ok = 0;
             continue;
         }
-        uint64_t size = i == 3 ? ((uint64_t)1 << 46) - 1 : in[i].size;
+        uint64_t size = i == 3 ? ((uint64_t)1 << 45) - 1 : in[i].size;
         ok &= out.addr == in[i].addr && out.size == size && out.stack == in[i].stack &&
-              out.tid == in[i].tid && out.time_ns <= in[i].time_ns &&
+              out.tid == in[i].tid && out.vm == in[i].vm && out.time_ns <= in[i].time_ns &&
               in[i].time_ns - out.time_ns < 1000000 && !out.lost;
     }
-    check(ok, "packed records keep address, size (up to 2^46 - 1), stack, thread and time (ms)");
+    check(ok, "packed records keep address, size (up to 2^45 - 1), the VM bit, stack, thread and "
+              "time (ms)");
 }
 
 /* The lost bit: set on the record a copy names, kept by it, not given to a later record of the
  * same address, and never set on another block's record. */
 static void test_lost_bit(void)
 {
-    struct mt_record rec = {0x7f0000002230, 48, 0, (1u << 24) | (1u << 17) | 5, 77, 0}, out, copy;
+    struct mt_record rec = {0x7f0000002230, 48, 0, (1u << 24) | (1u << 17) | 5, 77, 0, 0}, out,
+                     copy;
     int replaced, ok = mt_table_insert(&rec, &replaced);
     ok &= mt_table_remove(rec.addr, &copy) && !copy.lost && mt_table_insert(&copy, &replaced);
     ok &= mt_table_set_lost(&copy) == 1;

@@ -1,0 +1,38 @@
+/* nif_hooks.h: the NIF API's allocation functions, recorded.
+ *
+ * NIF libraries call enif_alloc, enif_realloc and enif_free in beam.smp, which the loader
+ * searches before any preloaded library: a definition of mtrace's would never be called. These
+ * hooks are reached instead through the NIF libraries' own words that name those functions, which
+ * the patcher rewrites (attach.h), and they call the VM's functions. The VM serves such blocks
+ * from its carriers (driver_alloc), or from malloc when that allocator is off (+MRe false): their
+ * records carry the VM bit (mt_record.vm), and the VM's own calls, which are direct, are never
+ * seen.
+ *
+ * Contract
+ * - mt_nif_hooks_find() returns nonzero when the process's executable defines the three
+ *   functions (a BEAM), and then fills mt_nif_hooks[] (kind - MT_HOOKS: the VM's function, this
+ *   copy's hook) and *vm_base (the executable's load bias). No allocation; any thread.
+ * - The hooks behave as the malloc family's (recorder.h): what the NIF gets back is what the VM
+ *   gave, errno untouched; they record nothing while the thread is inside mtrace.
+ */
+#ifndef MTRACE_NIF_HOOKS_H
+#define MTRACE_NIF_HOOKS_H
+
+#include <stdint.h>
+
+#include "hooklist.h"
+
+#define MT_NIF_COUNT(name, kind) +1
+enum { MT_NIF_HOOKS = 0 MT_FOR_EACH_NIF_HOOK(MT_NIF_COUNT) };
+#undef MT_NIF_COUNT
+
+struct mt_nif_hook {
+    const char *name;
+    uintptr_t vm, hook;
+};
+
+extern struct mt_nif_hook mt_nif_hooks[MT_NIF_HOOKS];
+
+int mt_nif_hooks_find(uintptr_t *vm_base);
+
+#endif
