@@ -32,6 +32,10 @@
 #define MT_FOR_EACH_NIF_HOOK(X)                                                                    \
     X(enif_alloc, MT_ENIF_ALLOC)                                                                   \
     X(enif_realloc, MT_ENIF_REALLOC)                                                               \
-    X(enif_free, MT_ENIF_FREE)
+    X(enif_free, MT_ENIF_FREE)                                                                     \
+    X(enif_alloc_resource, MT_ENIF_ALLOC_RESOURCE)                                                 \
+    X(enif_open_resource_type, MT_ENIF_OPEN_RESOURCE_TYPE)                                         \
+    X(enif_open_resource_type_x, MT_ENIF_OPEN_RESOURCE_TYPE_X)                                     \
+    X(enif_init_resource_type, MT_ENIF_INIT_RESOURCE_TYPE)
 
 #endif

@@ -23,6 +23,7 @@
 #include "config.h"
 #include "filter.h"
 #include "hooks.h"
+#include "nif_hooks.h"
 #include "mem.h"
 #include "nif_api.h"
 #include "platform.h"
@@ -934,7 +935,7 @@ static ERL_NIF_TERM frames(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     return result;
 }
 
-#define STAT_KEYS (MT_KINDS + 41)
+#define STAT_KEYS (MT_KINDS + 45)
 
 /* The live heap the records stand for: their sizes, or with sampling their weights. */
 struct live {
@@ -1033,6 +1034,12 @@ static ERL_NIF_TERM stats(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     PUT_U("attach_copies", a.copies);
     PUT_U("attach_pause_us", a.pause_ns / 1000);
     PUT_U("nif_api_words", a.nif_words);
+    struct mt_nif_state ns;
+    mt_nif_hooks_state(&ns);
+    PUT_U("resource_types_wrapped", ns.types_wrapped);
+    PUT_U("resource_types_unwrapped", ns.types_unwrapped);
+    PUT_U("resources_unseen", ns.resources_unseen);
+    PUT_U("resource_header_bytes", ns.resource_header);
 #undef PUT_U
 #undef PUT
     mt_guard_release();

@@ -1,24 +1,42 @@
-/* nif_hooks.c: enif_alloc, enif_realloc and enif_free, recorded (nif_hooks.h). */
+/* nif_hooks.c: the NIF API's blocks and resources, recorded (nif_hooks.h). */
+#define _GNU_SOURCE
 #include "nif_hooks.h"
 
+#include <erl_nif.h>
+#include <link.h>
 #include <stddef.h>
 
 #include "hooks.h"
+#include "layouts.h"
 #include "recorder.h"
 
 typedef void *alloc_fn(size_t);
 typedef void *realloc_fn(void *, size_t);
 typedef void free_fn(void *);
+typedef void *alloc_resource_fn(ErlNifResourceType *, size_t);
+typedef ErlNifResourceType *open_fn(ErlNifEnv *, const char *, const char *, ErlNifResourceDtor *,
+                                    ErlNifResourceFlags, ErlNifResourceFlags *);
+typedef ErlNifResourceType *init_fn(ErlNifEnv *, const char *, const ErlNifResourceTypeInit *,
+                                    ErlNifResourceFlags, ErlNifResourceFlags *);
 
 static void *hook_enif_alloc(size_t n);
 static void *hook_enif_realloc(void *p, size_t n);
 static void hook_enif_free(void *p);
+static void *hook_enif_alloc_resource(ErlNifResourceType *type, size_t n);
+static open_fn hook_enif_open_resource_type;
+static init_fn hook_enif_open_resource_type_x, hook_enif_init_resource_type;
 
 #define ROW(name, kind) [kind - MT_HOOKS] = {#name, 0, (uintptr_t)hook_##name},
 struct mt_nif_hook mt_nif_hooks[MT_NIF_HOOKS] = {MT_FOR_EACH_NIF_HOOK(ROW)};
 #undef ROW
 
 #define VM(kind, type) ((type *)mt_nif_hooks[kind - MT_HOOKS].vm)
+
+/* Counts a call that records nothing. */
+static void count(enum mt_kind kind)
+{
+    if (mt_enter(kind)) mt_thread.guard = 0;
+}
 
 __attribute__((noinline)) static void *hook_enif_alloc(size_t n)
 {
@@ -55,17 +73,277 @@ __attribute__((noinline)) static void hook_enif_free(void *p)
     VM(MT_ENIF_FREE, free_fn)(p);
 }
 
+/* Resources. A resource is the VM's magic binary: its header, the resource's own (its type),
+ * then the data the NIF gets. Terms name it by the header's address (an MRef's mb), so its
+ * record is the whole magic binary. The header's length is learnt from the first resource of a
+ * type whose end can be seen: the words below the data hold, nearest first, the type the NIF
+ * passed, then a live magic binary's head (flags with the magic bit, a count of 1, its size, and
+ * the destructor the VM gives every resource: a function of the VM's executable). The end is the
+ * type's destructor, which the VM runs when the last reference goes (often in a garbage
+ * collection, with no NIF call): each type opened through the hooks gets a trampoline of its
+ * own, which forgets the record and calls the NIF's destructor, if it has one. The resources of
+ * types opened before the hooks (before an attach) are counted, not recorded: their end would go
+ * unseen. */
+#define TYPES 64
+
+static struct {
+    ErlNifResourceType *type;
+    ErlNifResourceDtor *dtor;
+} types[TYPES];
+static unsigned ntypes;
+static uint64_t types_unwrapped, unseen;
+static size_t header; /* 0 until learnt, SIZE_MAX when it could not be */
+static uintptr_t vm_lo, vm_hi;
+
+static void resource_end(void *obj)
+{
+    size_t h = __atomic_load_n(&header, __ATOMIC_ACQUIRE);
+    void *mb = h && h != SIZE_MAX ? (char *)obj - h : NULL;
+    if (!mt_enter(MT_RESOURCE_DTOR)) {
+        mt_forget_unentered(mb);
+        return;
+    }
+    if (mb)
+        mt_forget(mb);
+    else
+        mt_thread.guard = 0;
+}
+
+#define DTOR(i)                                                                                    \
+    static void dtor_##i(ErlNifEnv *env, void *obj)                                                \
+    {                                                                                              \
+        resource_end(obj);                                                                         \
+        ErlNifResourceDtor *own = __atomic_load_n(&types[i].dtor, __ATOMIC_ACQUIRE);               \
+        if (own) own(env, obj);                                                                    \
+    }
+DTOR(0)
+DTOR(1)
+DTOR(2)
+DTOR(3)
+DTOR(4)
+DTOR(5)
+DTOR(6)
+DTOR(7)
+DTOR(8)
+DTOR(9)
+DTOR(10)
+DTOR(11)
+DTOR(12)
+DTOR(13)
+DTOR(14)
+DTOR(15)
+DTOR(16)
+DTOR(17)
+DTOR(18)
+DTOR(19)
+DTOR(20)
+DTOR(21)
+DTOR(22)
+DTOR(23)
+DTOR(24)
+DTOR(25)
+DTOR(26)
+DTOR(27)
+DTOR(28)
+DTOR(29)
+DTOR(30)
+DTOR(31)
+DTOR(32)
+DTOR(33)
+DTOR(34)
+DTOR(35)
+DTOR(36)
+DTOR(37)
+DTOR(38)
+DTOR(39)
+DTOR(40)
+DTOR(41)
+DTOR(42)
+DTOR(43)
+DTOR(44)
+DTOR(45)
+DTOR(46)
+DTOR(47)
+DTOR(48)
+DTOR(49)
+DTOR(50)
+DTOR(51)
+DTOR(52)
+DTOR(53)
+DTOR(54)
+DTOR(55)
+DTOR(56)
+DTOR(57)
+DTOR(58)
+DTOR(59)
+DTOR(60)
+DTOR(61)
+DTOR(62)
+DTOR(63)
+#undef DTOR
+
+static ErlNifResourceDtor *const trampolines[TYPES] = {
+    dtor_0,  dtor_1,  dtor_2,  dtor_3,  dtor_4,  dtor_5,  dtor_6,  dtor_7,  dtor_8,  dtor_9,
+    dtor_10, dtor_11, dtor_12, dtor_13, dtor_14, dtor_15, dtor_16, dtor_17, dtor_18, dtor_19,
+    dtor_20, dtor_21, dtor_22, dtor_23, dtor_24, dtor_25, dtor_26, dtor_27, dtor_28, dtor_29,
+    dtor_30, dtor_31, dtor_32, dtor_33, dtor_34, dtor_35, dtor_36, dtor_37, dtor_38, dtor_39,
+    dtor_40, dtor_41, dtor_42, dtor_43, dtor_44, dtor_45, dtor_46, dtor_47, dtor_48, dtor_49,
+    dtor_50, dtor_51, dtor_52, dtor_53, dtor_54, dtor_55, dtor_56, dtor_57, dtor_58, dtor_59,
+    dtor_60, dtor_61, dtor_62, dtor_63};
+
+/* A slot for a type about to be opened with the NIF's destructor own (TYPES when none is left),
+ * and what the VM is to be given instead. */
+static ErlNifResourceDtor *wrap(ErlNifResourceDtor *own, unsigned *slot)
+{
+    unsigned i = __atomic_fetch_add(&ntypes, 1, __ATOMIC_RELAXED);
+    if (i >= TYPES) {
+        __atomic_fetch_add(&types_unwrapped, 1, __ATOMIC_RELAXED);
+        *slot = TYPES;
+        return own;
+    }
+    __atomic_store_n(&types[i].dtor, own, __ATOMIC_RELEASE);
+    *slot = i;
+    return trampolines[i];
+}
+
+static ErlNifResourceType *opened(ErlNifResourceType *t, unsigned slot)
+{
+    if (t && slot < TYPES) __atomic_store_n(&types[slot].type, t, __ATOMIC_RELEASE);
+    return t;
+}
+
+static int wrapped(const ErlNifResourceType *t)
+{
+    unsigned n = __atomic_load_n(&ntypes, __ATOMIC_ACQUIRE);
+    for (unsigned i = 0; i < n && i < TYPES; i++)
+        if (__atomic_load_n(&types[i].type, __ATOMIC_ACQUIRE) == t) return 1;
+    return 0;
+}
+
+static size_t learn_header(const void *p, const ErlNifResourceType *type)
+{
+    const uintptr_t *w = p;
+    size_t type_at = 0;
+    for (size_t k = 1; k <= 8 && !type_at; k++)
+        if (w[-(ptrdiff_t)k] == (uintptr_t)type) type_at = k;
+    for (size_t k = type_at + 4; type_at && k <= type_at + 8; k++) {
+        const uintptr_t *head = w - k;
+        if (head[1] == 1 && mt_layout_magic_live(head) && head[3] >= vm_lo && head[3] < vm_hi)
+            return k * sizeof *w;
+    }
+    return SIZE_MAX;
+}
+
+__attribute__((noinline)) static void *hook_enif_alloc_resource(ErlNifResourceType *type, size_t n)
+{
+    if (!mt_enter(MT_ENIF_ALLOC_RESOURCE))
+        return VM(MT_ENIF_ALLOC_RESOURCE, alloc_resource_fn)(type, n);
+    void *p = VM(MT_ENIF_ALLOC_RESOURCE, alloc_resource_fn)(type, n);
+    size_t h = 0;
+    if (p && wrapped(type) && !(h = __atomic_load_n(&header, __ATOMIC_ACQUIRE))) {
+        h = learn_header(p, type);
+        __atomic_store_n(&header, h, __ATOMIC_RELEASE);
+    }
+    if (!p || !h || h == SIZE_MAX) {
+        if (p) __atomic_fetch_add(&unseen, 1, __ATOMIC_RELAXED);
+        mt_thread.guard = 0;
+        return p;
+    }
+    void *mb = (char *)p - h;
+    if (!mt_alloc_skip(mb, h + n)) mt_alloc_vm(mb, h + n, &MT_SITE(hook_enif_alloc_resource));
+    return p;
+}
+
+static ErlNifResourceType *hook_enif_open_resource_type(ErlNifEnv *env, const char *module,
+                                                        const char *name, ErlNifResourceDtor *dtor,
+                                                        ErlNifResourceFlags flags,
+                                                        ErlNifResourceFlags *tried)
+{
+    count(MT_ENIF_OPEN_RESOURCE_TYPE);
+    unsigned slot;
+    ErlNifResourceDtor *given = wrap(dtor, &slot);
+    return opened(VM(MT_ENIF_OPEN_RESOURCE_TYPE, open_fn)(env, module, name, given, flags, tried),
+                  slot);
+}
+
+/* init with its destructor wrapped: the members the VM reads (3 for enif_open_resource_type_x,
+ * init->members for enif_init_resource_type), or NULL when it reads more than this build knows. */
+static const ErlNifResourceTypeInit *wrap_init(const ErlNifResourceTypeInit *init, int members,
+                                               ErlNifResourceTypeInit *mine, unsigned *slot)
+{
+    *slot = TYPES;
+    if (!init || members > 4) return NULL;
+    *mine = (ErlNifResourceTypeInit){NULL, init->stop, init->down, members,
+                                     members >= 4 ? init->dyncall : NULL};
+    mine->dtor = wrap(init->dtor, slot);
+    return mine;
+}
+
+static ErlNifResourceType *hook_enif_open_resource_type_x(ErlNifEnv *env, const char *name,
+                                                          const ErlNifResourceTypeInit *init,
+                                                          ErlNifResourceFlags flags,
+                                                          ErlNifResourceFlags *tried)
+{
+    count(MT_ENIF_OPEN_RESOURCE_TYPE_X);
+    ErlNifResourceTypeInit mine;
+    unsigned slot;
+    const ErlNifResourceTypeInit *given = wrap_init(init, 3, &mine, &slot);
+    return opened(
+        VM(MT_ENIF_OPEN_RESOURCE_TYPE_X, init_fn)(env, name, given ? given : init, flags, tried),
+        slot);
+}
+
+static ErlNifResourceType *hook_enif_init_resource_type(ErlNifEnv *env, const char *name,
+                                                        const ErlNifResourceTypeInit *init,
+                                                        ErlNifResourceFlags flags,
+                                                        ErlNifResourceFlags *tried)
+{
+    count(MT_ENIF_INIT_RESOURCE_TYPE);
+    ErlNifResourceTypeInit mine;
+    unsigned slot;
+    const ErlNifResourceTypeInit *given = wrap_init(init, init ? init->members : 0, &mine, &slot);
+    return opened(
+        VM(MT_ENIF_INIT_RESOURCE_TYPE, init_fn)(env, name, given ? given : init, flags, tried),
+        slot);
+}
+
+void mt_nif_hooks_state(struct mt_nif_state *out)
+{
+    unsigned n = __atomic_load_n(&ntypes, __ATOMIC_RELAXED);
+    size_t h = __atomic_load_n(&header, __ATOMIC_RELAXED);
+    out->types_wrapped = n < TYPES ? n : TYPES;
+    out->types_unwrapped = __atomic_load_n(&types_unwrapped, __ATOMIC_RELAXED);
+    out->resources_unseen = __atomic_load_n(&unseen, __ATOMIC_RELAXED);
+    out->resource_header = h == SIZE_MAX ? 0 : h;
+}
+
+/* dl_iterate_phdr's callback: the VM executable's code, [vm_lo, vm_hi). */
+static int find_code(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    if (info->dlpi_addr != *(const uintptr_t *)arg) return 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X)) continue;
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
+        if (!vm_lo || lo < vm_lo) vm_lo = lo;
+        if (hi > vm_hi) vm_hi = hi;
+    }
+    return 1;
+}
+
 int mt_nif_hooks_find(uintptr_t *vm_base)
 {
     uintptr_t exe = 0;
     for (int i = 0; i < MT_NIF_HOOKS; i++) {
         uintptr_t base;
         uintptr_t at = mt_definition(mt_nif_hooks[i].name, &base);
-        /* all three in one object: the VM's executable */
+        /* all of them in one object: the VM's executable */
         if (!at || (i && base != exe)) return 0;
         exe = base;
         __atomic_store_n(&mt_nif_hooks[i].vm, at, __ATOMIC_RELEASE);
     }
+    if (!vm_hi) dl_iterate_phdr(find_code, &exe);
     *vm_base = exe;
     return 1;
 }

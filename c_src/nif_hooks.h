@@ -1,12 +1,15 @@
 /* nif_hooks.h: the NIF API's allocation functions, recorded.
  *
- * NIF libraries call enif_alloc, enif_realloc and enif_free in beam.smp, which the loader
- * searches before any preloaded library: a definition of mtrace's would never be called. These
- * hooks are reached instead through the NIF libraries' own words that name those functions, which
- * the patcher rewrites (attach.h), and they call the VM's functions. The VM serves such blocks
- * from its carriers (driver_alloc), or from malloc when that allocator is off (+MRe false): their
- * records carry the VM bit (mt_record.vm), and the VM's own calls, which are direct, are never
- * seen.
+ * NIF libraries call enif_alloc, enif_realloc, enif_free and enif_alloc_resource in beam.smp, which
+ * the loader searches before any preloaded library: a definition of mtrace's would never be called.
+ * These hooks are reached instead through the NIF libraries' own words that name those functions,
+ * which the patcher rewrites (attach.h), and they call the VM's functions. The VM serves such
+ * blocks from its carriers (driver_alloc), or from malloc when that allocator is off (+MRe false):
+ * their records carry the VM bit (mt_record.vm), and the VM's own calls, which are direct, are
+ * never seen. A resource's record is its whole magic binary, from the VM's header (which terms
+ * name) to the end of its data; it goes when the VM runs its type's destructor, which the hooks of
+ * enif_open_resource_type, _x and enif_init_resource_type wrap (nif_hooks.c says how): the
+ * resources of a type opened before the hooks were in are not recorded, only counted.
  *
  * Contract
  * - mt_nif_hooks_find() returns nonzero when the process's executable defines the three
@@ -34,5 +37,15 @@ struct mt_nif_hook {
 extern struct mt_nif_hook mt_nif_hooks[MT_NIF_HOOKS];
 
 int mt_nif_hooks_find(uintptr_t *vm_base);
+
+struct mt_nif_state {
+    uint64_t types_wrapped;    /* resource types whose destructor a trampoline wraps */
+    uint64_t types_unwrapped;  /* opened through the hooks after every trampoline was taken */
+    uint64_t resources_unseen; /* resources of other types (or before the header was known) */
+    uint64_t resource_header;  /* bytes of the VM's before a resource's data; 0 until learnt */
+};
+
+/* Any thread; lock-free. */
+void mt_nif_hooks_state(struct mt_nif_state *out);
 
 #endif

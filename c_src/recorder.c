@@ -25,6 +25,7 @@
 const char *const mt_kind_names[MT_KINDS] = {
     MT_FOR_EACH_HOOK(MT_KIND_NAME) MT_FOR_EACH_NIF_HOOK(MT_KIND_NAME)[MT_TRACK] = "track",
     [MT_UNTRACK] = "untrack",
+    [MT_RESOURCE_DTOR] = "resource_dtor",
 };
 #undef MT_KIND_NAME
 

@@ -42,6 +42,7 @@ enum mt_kind {
     MT_FOR_EACH_HOOK(MT_KIND) MT_FOR_EACH_NIF_HOOK(MT_KIND)
         MT_TRACK, /* mtrace_track and mtrace_untrack (mtrace.h): the program's own resources */
     MT_UNTRACK,
+    MT_RESOURCE_DTOR, /* a resource's end: the VM ran its type's destructor (nif_hooks.h) */
     MT_KINDS
 };
 #undef MT_KIND

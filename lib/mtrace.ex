@@ -1120,9 +1120,16 @@ defmodule Mtrace do
       `:hooks` (the words through which NIF libraries call them are rewritten, in a preloaded
       or attached node: the blocks are recorded wherever the VM keeps them), `:vm_flags` (the
       node runs with `+MRe false`, and its `driver_alloc` hands them to `malloc`) or `false`.
-    * `:resources_visible` - how resources and binaries are seen: `:vm_flags` (`+MBe false`:
-      the VM's `binary_alloc` hands them to `malloc`) or `false` (they come from the VM's own
-      carriers, and a NIF that leaks them shows nothing).
+    * `:resources_visible` - how resources are seen: `:hooks` (the resource types opened
+      through the rewritten words have their destructors wrapped, so each resource's record goes
+      when the VM destroys it), `:vm_flags` (`+MBe false`: the VM's `binary_alloc` hands them,
+      and binaries, to `malloc`) or `false` (they come from the VM's own carriers, and a NIF
+      that leaks them shows nothing).
+    * `:resource_types_wrapped`, `:resource_types_unwrapped`, `:resources_unseen`,
+      `:resource_header_bytes` - the resource types whose destructor the hooks wrap (at most
+      64), those opened once every slot was taken, the resources not recorded (of a type opened
+      before the hooks were in: in an attached node, by a NIF library loaded before the attach),
+      and the bytes of the VM's own before a resource's data, learnt from the first one.
     * `:nif_api_words` - the words rewritten to the NIF API's hooks (`:enif_alloc_cnt`,
       `:enif_realloc_cnt` and `:enif_free_cnt` count their calls).
     * `:stale_replaced` - records replaced because their address was handed out again before
@@ -1193,7 +1200,12 @@ defmodule Mtrace do
           :erlang.system_info({:allocator, :driver_alloc}) == false -> :vm_flags
           true -> false
         end,
-      resources_visible: :erlang.system_info({:allocator, :binary_alloc}) == false && :vm_flags,
+      resources_visible:
+        cond do
+          stats.recording and stats.resource_types_wrapped > 0 -> :hooks
+          :erlang.system_info({:allocator, :binary_alloc}) == false -> :vm_flags
+          true -> false
+        end,
       erlang_frames: erlang_frames(stats.unwind, perf_map)
     })
   end

@@ -80,12 +80,17 @@ defmodule Mtrace.LeaksTest do
     # The list's head is lost directly, its four other nodes through it; the block whose only
     # pointer is in a dead part of a stack is lost. What a static array, a tree under a static
     # root, a thread-local variable, and resources in ETS and in a process keep is not. Nothing
-    # of the VM's own is called lost. enif_alloc'd blocks come from the VM's own driver_alloc
-    # here, and are seen through the NIF API's hooks; resources, from its binary_alloc, are not.
+    # of the VM's own is called lost. enif_alloc'd blocks and resources come from the VM's own
+    # driver_alloc and binary_alloc here, and are seen through the NIF API's hooks; a resource's
+    # block is the VM's header (as large as the C library's block says with +MBe false) and the
+    # 64 bytes asked for.
+    header = in_node("Lost.resource_header(64)", [{"ERL_AFLAGS", "+MBe false"}])
+
     expected = [
       {"dead_block", 600, 1, 1, 0},
       {"lost_enif", 256, 2, 2, 0},
-      {"lost_node", 320, 5, 1, 4}
+      {"lost_node", 320, 5, 1, 4},
+      {"lost_resource", header + 64, 1, 1, 0}
     ]
 
     {_sites, {info, stats}} =
@@ -100,9 +105,32 @@ defmodule Mtrace.LeaksTest do
 
     assert stats.dropped == 0
     assert stats.nif_alloc_visible == :hooks and stats.enif_alloc_cnt >= 5
-    refute stats.resources_visible
+    assert stats.resources_visible == :hooks and stats.resource_header_bytes == header
+    assert stats.resources_unseen == 0
     assert info.threads_stopped == info.threads and info.threads > 10
     assert info.reachable_blocks > 500
+  end
+
+  test "a resource the garbage collector frees leaves no record; one a process or ETS keeps stays" do
+    {bytes, blocks, stats} =
+      in_node("""
+      ets = :ets.new(:buffers, [:public])
+      true = :ets.insert(ets, {:kept, Lost.buffer(300)})
+      holder = spawn(fn -> b = Lost.buffer(400); receive do :stop -> b end end)
+      spawn(fn -> for _ <- 1..1000, do: Lost.buffer(100) end)
+      Process.sleep(200)
+      for p <- Process.list(), do: :erlang.garbage_collect(p)
+      Process.sleep(100)
+      sites = for s <- Mtrace.top(10_000, min_age: 0),
+                  match?([%{function: "hook_enif_alloc_resource"}, %{function: "new_buffer"} | _], s.stack),
+                  do: {s.bytes, s.blocks}
+      send(holder, :stop)
+      {Enum.sum(for {b, _} <- sites, do: b), Enum.sum(for {_, n} <- sites, do: n), Mtrace.stats()}
+      """)
+
+    # the two kept, each the VM's header and the buffer's struct (a pointer to its bytes)
+    assert {bytes, blocks} == {2 * (stats.resource_header_bytes + 8), 2}
+    assert stats.resource_dtor_cnt >= 1000 and stats.resource_header_bytes > 0
   end
 
   test "with the VM's allocators routed to malloc, as bin/run starts a node, enif_alloc and resources are seen" do
@@ -131,7 +159,7 @@ defmodule Mtrace.LeaksTest do
         )
       end)
 
-    assert stats.nif_alloc_visible == :hooks and stats.resources_visible == :vm_flags
+    assert stats.nif_alloc_visible == :hooks and stats.resources_visible == :hooks
   end
 
   test "a block freed behind mtrace's back is found free in glibc's heap, and its record goes" do
