@@ -46,7 +46,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct word *words;
 static size_t nwords;
 static struct target targets[MAX_TARGETS];
-static int ntargets, malloc_targets;
+static int ntargets, malloc_targets, nif_targets;
 static uintptr_t self_base, vm_base;
 /* rewriting: words are rewritten, and dlopen rewrites the objects it loads */
 static int attached, rewriting, symbols_started;
@@ -254,7 +254,8 @@ static enum mt_attach_error find_targets(int malloc_family)
             (struct target){mt_kind_names[i], f, (uintptr_t)mt_hook_functions[i], 0};
     }
     malloc_targets = ntargets;
-    if (mt_nif_hooks_find(&vm_base))
+    nif_targets = mt_nif_hooks_find(&vm_base);
+    if (nif_targets)
         for (int i = 0; i < MT_NIF_HOOKS; i++)
             targets[ntargets++] =
                 (struct target){mt_nif_hooks[i].name, mt_nif_hooks[i].vm, mt_nif_hooks[i].hook, 1};
@@ -394,4 +395,5 @@ void mt_attach_state(struct mt_attach_state *out)
     out->copies = __atomic_load_n(&copies, __ATOMIC_RELAXED);
     out->pause_ns = __atomic_load_n(&pause_ns, __ATOMIC_RELAXED);
     out->nif_words = __atomic_load_n(&nif_words, __ATOMIC_RELAXED);
+    out->nif_api = __atomic_load_n(&rewriting, __ATOMIC_ACQUIRE) && nif_targets;
 }

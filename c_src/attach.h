@@ -79,6 +79,7 @@ struct mt_attach_state {
                             them): calls through them bypass mtrace */
     uint64_t pause_ns;   /* how long the last attach's rewriting took */
     uint64_t nif_words;  /* of the words, those naming the NIF API (nif_hooks.h) */
+    int nif_api;         /* the NIF API's words are rewritten, now and at each dlopen */
 };
 
 /* The state as of now; lock-free but not one consistent snapshot. Each attach also tells the

@@ -240,6 +240,9 @@ int mt_beam_alloc_gaps(struct mt_beam_gaps *g)
 {
     if (!__atomic_load_n(&vm.tried, __ATOMIC_ACQUIRE)) return 0;
     for (size_t j = 0; __atomic_load_n(&vm.queues, __ATOMIC_RELAXED) && j < vm.n; j++)
-        if (queued(g, vm.allctr[j]) != 0) return -1;
+        if (queued(g, vm.allctr[j]) != 0 ||
+            mt_beam_gap_add(g, vm.allctr[j], vm.allctr[j] + MT_ALLOC_DD_WORDS * WORD,
+                            MT_BEAM_GAP_DD) != 0)
+            return -1;
     return vm.entries ? listed(g) : 0;
 }

@@ -38,10 +38,13 @@
  *   are then whole: only an instance's own thread takes a block off, and a block is linked only
  *   once freed); process_vm_readv and the gaps' own memory (mt_beam_gap_add) only: no malloc, no
  *   lock. Each block on a list gives the gap past its link, [block + 8, block + type_size),
- *   MT_BEAM_GAP_FIX; each block queued, the gap past its link and type to its end (its header's
- *   size), MT_BEAM_GAP_DD, but for a carrier queued to go home (its header says so), which is
- *   none, and for a block that does not lie whole in a carrier of one of the VM's instances
- *   (found by its header's offset; a queue read amiss then clears nothing it does not own).
+ *   MT_BEAM_GAP_FIX; each queue's own words (tail and head, MT_ALLOC_DD_WORDS), MT_BEAM_GAP_DD:
+ *   they name queued blocks, which mtrace saw freed before they were queued, or blocks queued
+ *   once and handed out again since (the head's and the tail's ends stay behind), never a block
+ *   that is live by what the VM did; each block queued, the gap past its link and type to its
+ *   end (its header's size), MT_BEAM_GAP_DD, but for a carrier queued to go home (its header says
+ * so), which is none, and for a block that does not lie whole in a carrier of one of the VM's
+ * instances (found by its header's offset; a queue read amiss then clears nothing it does not own).
  *   A list or queue is followed for MT_ALLOC_WALK_MAX links at most (a list for its count), and
  *   stops at a link that is NULL, misaligned or unreadable. Returns 0 (nothing added when no
  *   layout was learnt), or -1 when memory for the gaps cannot be mapped.
@@ -51,7 +54,8 @@
 
 #include "beam_heaps.h"
 
-#define MT_ALLOC_DD_FIRST 8 /* the word of an Allctr_t that is its queue's head */
+#define MT_ALLOC_DD_FIRST 8  /* the word of an Allctr_t that is its queue's head */
+#define MT_ALLOC_DD_WORDS 16 /* the queue's tail and head, a cache line each */
 #define MT_ALLOC_WALK_MAX 100000
 
 int mt_beam_alloc_learn(void);

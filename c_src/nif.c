@@ -23,9 +23,9 @@
 #include "config.h"
 #include "filter.h"
 #include "hooks.h"
-#include "nif_hooks.h"
 #include "mem.h"
 #include "nif_api.h"
+#include "nif_hooks.h"
 #include "platform.h"
 #include "proc.h"
 #include "reach.h"
@@ -935,7 +935,7 @@ static ERL_NIF_TERM frames(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     return result;
 }
 
-#define STAT_KEYS (MT_KINDS + 45)
+#define STAT_KEYS (MT_KINDS + 46)
 
 /* The live heap the records stand for: their sizes, or with sampling their weights. */
 struct live {
@@ -1034,6 +1034,7 @@ static ERL_NIF_TERM stats(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     PUT_U("attach_copies", a.copies);
     PUT_U("attach_pause_us", a.pause_ns / 1000);
     PUT_U("nif_api_words", a.nif_words);
+    PUT("nif_api_hooked", a.nif_api ? atom_true : atom_false);
     struct mt_nif_state ns;
     mt_nif_hooks_state(&ns);
     PUT_U("resource_types_wrapped", ns.types_wrapped);

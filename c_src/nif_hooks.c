@@ -2,7 +2,7 @@
 #define _GNU_SOURCE
 #include "nif_hooks.h"
 
-#include <erl_nif.h>
+#include "nif_api.h"
 #include <link.h>
 #include <stddef.h>
 

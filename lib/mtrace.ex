@@ -204,10 +204,13 @@ defmodule Mtrace do
   else points to, `indirect_blocks` those only other lost blocks point to (the nodes of a lost
   list behind its head).
 
-  Blocks made through the NIF API are seen only when the VM hands them to `malloc`: start the
-  node with `+MRe false` (for `enif_alloc`) and `+MBe false` (for resources and binaries), as
-  `bin/run` and the release's `rel/env.sh.eex` block do; `stats/0` says whether they are
-  (`nif_alloc_visible`, `resources_visible`).
+  Blocks and resources made through the NIF API (`enif_alloc`, `enif_alloc_resource`) are
+  seen in every node, preloaded or attached, with the VM's default flags: the words through
+  which NIF libraries call those functions are rewritten, and a resource's record goes when the
+  VM destroys it. Binaries (`enif_alloc_binary`) are seen only when the VM hands them to
+  `malloc` (`+MBe false`). In an attached node, the resources of a NIF library loaded before the
+  attach are counted, not recorded. `stats/0` says what is seen and how (`nif_alloc_visible`,
+  `resources_visible`, `resources_unseen`).
 
   ## Options
 
@@ -1043,7 +1046,7 @@ defmodule Mtrace do
   @doc """
   The file this node's NIF loads, `priv/mtrace.so` of the mtrace application: the file to
   preload (`LD_PRELOAD`), since only the very same file shares its table with the NIF.
-  `mix mtrace.preload` prints it, with the flags that make NIF allocations visible.
+  `mix mtrace.preload` prints it.
 
   ## Examples
 
@@ -1083,7 +1086,8 @@ defmodule Mtrace do
     * `:malloc_cnt`, `:calloc_cnt`, `:realloc_cnt`, `:reallocarray_cnt`, `:free_cnt`,
       `:posix_memalign_cnt`, `:aligned_alloc_cnt`, `:memalign_cnt`, `:valloc_cnt`,
       `:pvalloc_cnt`, `:strdup_cnt`, `:strndup_cnt`, `:enif_alloc_cnt`, `:enif_realloc_cnt`,
-      `:enif_free_cnt` - calls traced, per function;
+      `:enif_free_cnt` - calls traced, per function (the last three through the NIF API's
+      hooks);
       `:track_cnt`, `:untrack_cnt` - calls of the C API's `mtrace_track`/`mtrace_untrack`.
     * `:allocated_bytes`, `:used_bytes`, `:free_bytes`, `:mmap_chunks`, `:mmap_bytes` -
       glibc's `mallinfo2`: bytes malloc holds from the system (arenas and mmapped chunks), bytes
@@ -1130,8 +1134,13 @@ defmodule Mtrace do
       64), those opened once every slot was taken, the resources not recorded (of a type opened
       before the hooks were in: in an attached node, by a NIF library loaded before the attach),
       and the bytes of the VM's own before a resource's data, learnt from the first one.
-    * `:nif_api_words` - the words rewritten to the NIF API's hooks (`:enif_alloc_cnt`,
-      `:enif_realloc_cnt` and `:enif_free_cnt` count their calls).
+    * `:nif_api_hooked`, `:nif_api_words` - whether the NIF API's hooks are in (the words of
+      every NIF library loaded, and of each one loaded later, rewritten), and how many words
+      name them now.
+    * `:enif_alloc_resource_cnt`, `:enif_open_resource_type_cnt`,
+      `:enif_open_resource_type_x_cnt`, `:enif_init_resource_type_cnt`, `:resource_dtor_cnt` -
+      the NIF API's resource calls made through the hooks, and the resources the VM destroyed
+      (their types' destructors, as the hooks wrap them).
     * `:stale_replaced` - records replaced because their address was handed out again before
       mtrace saw it freed (a free it did not see: one made before it started, or by a path
       that bypasses the malloc family's symbols).
@@ -1196,13 +1205,13 @@ defmodule Mtrace do
     Map.merge(stats, %{
       nif_alloc_visible:
         cond do
-          stats.recording and stats.nif_api_words > 0 -> :hooks
+          stats.recording and stats.nif_api_hooked -> :hooks
           :erlang.system_info({:allocator, :driver_alloc}) == false -> :vm_flags
           true -> false
         end,
       resources_visible:
         cond do
-          stats.recording and stats.resource_types_wrapped > 0 -> :hooks
+          stats.recording and stats.nif_api_hooked -> :hooks
           :erlang.system_info({:allocator, :binary_alloc}) == false -> :vm_flags
           true -> false
         end,

@@ -34,9 +34,12 @@ defmodule Mtrace.NewcomerTest do
     assert status == 0, out
     {line, 0} = sh(app, "mix mtrace.preload")
     path = Path.join(app, "_build/dev/lib/mtrace/priv/mtrace.so")
-    assert line == "LD_PRELOAD=#{path} ERL_AFLAGS='+MRe false +MBe false'\n"
+    assert line == "LD_PRELOAD=#{path}\n"
 
     assert sh(app, "mix mtrace.preload --erlang") ==
+             {"LD_PRELOAD=#{path} MTRACE_UNWIND=erlang ERL_AFLAGS='+JPperf map'\n", 0}
+
+    assert sh(app, "mix mtrace.preload --erlang --vm-flags") ==
              {"LD_PRELOAD=#{path} MTRACE_UNWIND=erlang ERL_AFLAGS='+JPperf map +MRe false +MBe false'\n",
               0}
 
@@ -47,7 +50,7 @@ defmodule Mtrace.NewcomerTest do
       sh(app, ~s|printf '%s\\n' '#{probe}' \| eval "#{String.trim(line)} iex -S mix"|)
 
     assert status == 0, out
-    assert out =~ "preloaded=true nif=true"
+    assert out =~ "preloaded=true nif=hooks"
 
     # Without the line: the error says what is preloaded (nothing) and what to preload.
     probe = ~s|try do Mtrace.olds(1) rescue e -> IO.puts(Exception.message(e)) end|

@@ -6,10 +6,10 @@ defmodule Mtrace.ScriptsTest do
   @moduletag timeout: 300_000
   @root Path.expand("..", __DIR__)
 
-  test "bin/run starts iex with the preload, and the NIF API routed to malloc" do
+  test "bin/run starts iex with the preload, and the NIF API seen through the hooks" do
     line =
       ~s|s = Mtrace.stats(); IO.puts("preloaded=\#{s.preloaded} records=\#{s.records > 0} | <>
-        ~s|nif_api=\#{s.nif_alloc_visible and s.resources_visible}")|
+        ~s|nif_api=\#{s.nif_alloc_visible} resources=\#{s.resources_visible}")|
 
     {out, status} =
       System.cmd("sh", ["-c", "printf '%s\\n' \"$0\" | bin/run", line],
@@ -19,6 +19,6 @@ defmodule Mtrace.ScriptsTest do
       )
 
     assert status == 0, out
-    assert out =~ "preloaded=true records=true nif_api=true"
+    assert out =~ "preloaded=true records=true nif_api=hooks resources=hooks"
   end
 end

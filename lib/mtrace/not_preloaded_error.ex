@@ -83,7 +83,7 @@ defmodule Mtrace.NotPreloadedError do
   end
 
   defp next_step(e) do
-    "Attach to it now with Mtrace.attach() (no restart), or start the node with: LD_PRELOAD=#{e.path} ERL_AFLAGS='+MRe false +MBe false' iex -S mix " <>
+    "Attach to it now with Mtrace.attach() (no restart), or start the node with: LD_PRELOAD=#{e.path} iex -S mix " <>
       "(in a project, `mix mtrace.preload` prints this; in a release, put the block of " <>
       "mtrace's rel/env.sh.eex in your rel/env.sh.eex)."
   end

@@ -32,6 +32,7 @@ defmodule Mtrace.Test.Leaky do
   def dirty_alloc(_kind, _size), do: :erlang.nif_error(:not_loaded)
   def release(_kind, _address), do: :erlang.nif_error(:not_loaded)
   def churn(_rounds, _size), do: :erlang.nif_error(:not_loaded)
+  def enif_churn(_rounds, _size), do: :erlang.nif_error(:not_loaded)
   # [a, b]: blocks of one malloc call reached by two paths with the same stack cache key.
   def two_paths(_rounds, _size), do: :erlang.nif_error(:not_loaded)
 end

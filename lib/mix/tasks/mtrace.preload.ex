@@ -5,15 +5,18 @@ defmodule Mix.Tasks.Mtrace.Preload do
   `MIX_ENV`, on one line:
 
       $ mix mtrace.preload
-      LD_PRELOAD=/app/_build/dev/lib/mtrace/priv/mtrace.so ERL_AFLAGS='+MRe false +MBe false'
+      LD_PRELOAD=/app/_build/dev/lib/mtrace/priv/mtrace.so
       $ eval "$(mix mtrace.preload) iex -S mix"
 
   `LD_PRELOAD` is the file the NIF loads (`Mtrace.library_path/0`), wherever the dependency
-  lives (path, git, or this repository itself); the flags hand what NIFs allocate through
-  `enif_alloc` and resources to `malloc`, where mtrace sees it. With `--erlang`, stacks go on
-  into the Erlang functions that called the NIF (`MTRACE_UNWIND=erlang`, and `+JPperf map` for
-  the names). With `--export`, `export` lines instead, for `eval "$(mix mtrace.preload
-  --export)"` in a script. A release does the same with the block of mtrace's `rel/env.sh.eex`.
+  lives (path, git, or this repository itself). What NIFs allocate through the NIF API
+  (`enif_alloc`, resources) is seen with the VM's default flags. With `--vm-flags`, also
+  `ERL_AFLAGS='+MRe false +MBe false'`: the VM's `driver_alloc` and `binary_alloc` then hand
+  their blocks to `malloc`, so that binaries (`enif_alloc_binary`, refc binaries) and what the
+  VM itself allocates there are seen too. With `--erlang`, stacks go on into the Erlang
+  functions that called the NIF (`MTRACE_UNWIND=erlang`, and `+JPperf map` for the names). With
+  `--export`, `export` lines instead, for `eval "$(mix mtrace.preload --export)"` in a
+  script. A release does the same with the block of mtrace's `rel/env.sh.eex`.
 
   The project is compiled first, so that the file exists.
   """
@@ -21,7 +24,9 @@ defmodule Mix.Tasks.Mtrace.Preload do
 
   @impl true
   def run(args) do
-    {opts, _} = OptionParser.parse!(args, strict: [export: :boolean, erlang: :boolean])
+    {opts, _} =
+      OptionParser.parse!(args, strict: [export: :boolean, erlang: :boolean, vm_flags: :boolean])
+
     # Quietly: the line is meant for $(...), which would take what compile prints too.
     shell = Mix.shell()
     Mix.shell(Mix.Shell.Quiet)
@@ -40,14 +45,18 @@ defmodule Mix.Tasks.Mtrace.Preload do
     unless File.exists?(path),
       do: Mix.raise("#{path} is missing: is mtrace a dependency of this project, and compiled?")
 
+    flags =
+      Enum.concat(
+        if(opts[:erlang], do: ["+JPperf map"], else: []),
+        if(opts[:vm_flags], do: ["+MRe false +MBe false"], else: [])
+      )
+
     vars =
-      if opts[:erlang],
-        do: [
-          LD_PRELOAD: path,
-          MTRACE_UNWIND: "erlang",
-          ERL_AFLAGS: "'+JPperf map +MRe false +MBe false'"
-        ],
-        else: [LD_PRELOAD: path, ERL_AFLAGS: "'+MRe false +MBe false'"]
+      Enum.concat([
+        [LD_PRELOAD: path],
+        if(opts[:erlang], do: [MTRACE_UNWIND: "erlang"], else: []),
+        if(flags == [], do: [], else: [ERL_AFLAGS: "'#{Enum.join(flags, " ")}'"])
+      ])
 
     Mix.shell().info(
       if opts[:export],

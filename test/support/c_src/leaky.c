@@ -147,6 +147,24 @@ static ERL_NIF_TERM nif_churn(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
     return enif_make_atom(env, "ok");
 }
 
+/* enif_churn(rounds, size): churn's ring through enif_alloc and enif_free, the NIF API's pair
+ * (bench/churn.exs). */
+static ERL_NIF_TERM nif_enif_churn(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    unsigned rounds, size;
+    (void)argc;
+    if (!enif_get_uint(env, argv[0], &rounds) || !enif_get_uint(env, argv[1], &size))
+        return enif_make_badarg(env);
+    void *ring[64] = {0};
+    for (unsigned i = 0; i < rounds; i++) {
+        if (ring[i % 64]) enif_free(ring[i % 64]);
+        ring[i % 64] = leak_enif_alloc(size + 2 * (i % 64));
+    }
+    for (unsigned i = 0; i < 64; i++)
+        if (ring[i]) enif_free(ring[i]);
+    return enif_make_atom(env, "ok");
+}
+
 /* Two paths to the same call of malloc (leak_malloc's), from the same stack depth: path_a and
  * path_b have the same frame, and two_paths calls them from the same place of its own, so that
  * both calls of malloc have the same return address and stack pointer, the stack cache's key;
@@ -186,6 +204,7 @@ static ErlNifFunc funcs[] = {
     {"dirty_alloc", 2, nif_alloc, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"release", 2, nif_release, 0},
     {"churn", 2, nif_churn, ERL_NIF_DIRTY_JOB_CPU_BOUND},
+    {"enif_churn", 2, nif_enif_churn, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"two_paths", 2, nif_two_paths, 0 /* both paths in one call: one thread's cache */},
 };
 
