@@ -144,14 +144,20 @@ int mt_snapshot_join_heap(struct mt_snapshot *s, const struct mt_heap *h, struct
     while (i < s->heap || j < h->blocks) {
         if (j < h->blocks && (i >= s->heap || h->block[j].addr <= s->rec[i].addr)) {
             const struct mt_heap_chunk *b = &h->block[j++];
-            size_t first = k;
-            for (; i < s->heap && s->rec[i].addr < b->addr + b->size; i++)
-                to[k++] = s->rec[i];
-            if (k == first) {
+            /* A block with no record of its own, a record of glibc's or the VM's block that is
+             * the chunk itself (+MRe false), joins as unrecorded, before the VM's blocks it
+             * holds: it is then a carrier the VM took from malloc (reach.c reads it whole). */
+            int own = 0;
+            size_t in = i;
+            for (; in < s->heap && s->rec[in].addr < b->addr + b->size; in++)
+                own |= !s->rec[in].vm || s->rec[in].addr == b->addr;
+            if (!own) {
                 to[k++] = (struct mt_record){
                     .addr = b->addr, .size = b->size, .stack = MT_SNAPSHOT_UNRECORDED};
                 ++*unrecorded;
             }
+            while (i < in)
+                to[k++] = s->rec[i++];
         } else if ((h->mmapped_missing || s->rec[i].vm) && !mt_heap_free_at(h, s->rec[i].addr)) {
             /* perhaps in an mmapped chunk the walk did not find; or the VM's, in its carriers */
             to[k++] = s->rec[i++];
