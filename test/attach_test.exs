@@ -24,6 +24,7 @@ defmodule Mtrace.AttachTest do
   before = Mtrace.stats().attach
   refused = try do Mtrace.top(1); :ran rescue e in Mtrace.NotPreloadedError -> Exception.message(e) end
   first = Mtrace.attach()
+  skipped_at_attach = Mtrace.stats().attach_skipped
   again = Mtrace.attach()
   a = alloc.(:malloc, 1234)
   b = alloc.(:cxx_new, 777)
@@ -45,7 +46,8 @@ defmodule Mtrace.AttachTest do
   %{loaded_before: loaded_before, before: before, refused: refused, first: first, again: again,
     a: frames.(records, a), b: frames.(records, b), top: top, stats: Map.take(stats, [:attach,
     :attach_words, :attach_objects, :attach_copies, :attached_at, :attaches, :preloaded,
-    :recording, :nif_alloc_visible, :nif_api_words, :enif_alloc_cnt]), e: frames.(records, e),
+    :recording, :nif_alloc_visible, :nif_api_words, :enif_alloc_cnt, :attach_skipped]),
+    e: frames.(records, e), skipped_at_attach: skipped_at_attach,
     leaks: leaks,
     detached: detached, after_detach: after_detach, work: work, reattached: reattached,
     d: frames.(last, d), detach_end: Mtrace.detach()}
@@ -67,6 +69,8 @@ defmodule Mtrace.AttachTest do
     assert {555, ["hook_enif_alloc", "leak_enif_alloc" | _]} = r.e
     assert %{nif_alloc_visible: :hooks, enif_alloc_cnt: 1} = r.stats
     assert r.stats.nif_api_words >= 2
+    # the words skipped are the last pass's: a NIF library loaded since adds none it rewrote
+    assert r.stats.attach_skipped == r.skipped_at_attach
 
     assert %{attach: :attached, attaches: 1, preloaded: false, recording: true} = r.stats
     assert r.stats.attach_words > 0 and r.stats.attach_objects > 1
