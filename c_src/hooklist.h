@@ -36,6 +36,10 @@
     X(enif_alloc_resource, MT_ENIF_ALLOC_RESOURCE)                                                 \
     X(enif_open_resource_type, MT_ENIF_OPEN_RESOURCE_TYPE)                                         \
     X(enif_open_resource_type_x, MT_ENIF_OPEN_RESOURCE_TYPE_X)                                     \
-    X(enif_init_resource_type, MT_ENIF_INIT_RESOURCE_TYPE)
+    X(enif_init_resource_type, MT_ENIF_INIT_RESOURCE_TYPE)                                         \
+    X(enif_alloc_binary, MT_ENIF_ALLOC_BINARY)                                                     \
+    X(enif_realloc_binary, MT_ENIF_REALLOC_BINARY)                                                 \
+    X(enif_release_binary, MT_ENIF_RELEASE_BINARY)                                                 \
+    X(enif_make_binary, MT_ENIF_MAKE_BINARY)
 
 #endif

@@ -18,6 +18,10 @@ typedef ErlNifResourceType *open_fn(ErlNifEnv *, const char *, const char *, Erl
                                     ErlNifResourceFlags, ErlNifResourceFlags *);
 typedef ErlNifResourceType *init_fn(ErlNifEnv *, const char *, const ErlNifResourceTypeInit *,
                                     ErlNifResourceFlags, ErlNifResourceFlags *);
+typedef int alloc_binary_fn(size_t, ErlNifBinary *);
+typedef int realloc_binary_fn(ErlNifBinary *, size_t);
+typedef void release_binary_fn(ErlNifBinary *);
+typedef ERL_NIF_TERM make_binary_fn(ErlNifEnv *, ErlNifBinary *);
 
 static void *hook_enif_alloc(size_t n);
 static void *hook_enif_realloc(void *p, size_t n);
@@ -25,6 +29,10 @@ static void hook_enif_free(void *p);
 static void *hook_enif_alloc_resource(ErlNifResourceType *type, size_t n);
 static open_fn hook_enif_open_resource_type;
 static init_fn hook_enif_open_resource_type_x, hook_enif_init_resource_type;
+static alloc_binary_fn hook_enif_alloc_binary;
+static realloc_binary_fn hook_enif_realloc_binary;
+static release_binary_fn hook_enif_release_binary;
+static make_binary_fn hook_enif_make_binary;
 
 #define ROW(name, kind) [kind - MT_HOOKS] = {#name, 0, (uintptr_t)hook_##name},
 struct mt_nif_hook mt_nif_hooks[MT_NIF_HOOKS] = {MT_FOR_EACH_NIF_HOOK(ROW)};
@@ -305,6 +313,74 @@ static ErlNifResourceType *hook_enif_init_resource_type(ErlNifEnv *env, const ch
     return opened(
         VM(MT_ENIF_INIT_RESOURCE_TYPE, init_fn)(env, name, given ? given : init, flags, tried),
         slot);
+}
+
+/* Binaries. A binary the NIF allocates is the VM's Binary (ErlNifBinary's ref_bin), its header
+ * then its bytes: the record spans both, from ref_bin, as terms name it. It is the NIF's until it
+ * releases it, or makes it a term (the VM's from then on: its end comes with the last term's
+ * garbage collection, and is no leak of the NIF's). */
+static void *binary_block(const ErlNifBinary *bin, size_t *bytes)
+{
+    uintptr_t at = (uintptr_t)bin->ref_bin, data = (uintptr_t)bin->data;
+    if (!at || data < at || data - at > 4096) return NULL;
+    *bytes = data - at + bin->size;
+    return bin->ref_bin;
+}
+
+__attribute__((noinline)) static int hook_enif_alloc_binary(size_t n, ErlNifBinary *bin)
+{
+    if (!mt_enter(MT_ENIF_ALLOC_BINARY)) return VM(MT_ENIF_ALLOC_BINARY, alloc_binary_fn)(n, bin);
+    int ok = VM(MT_ENIF_ALLOC_BINARY, alloc_binary_fn)(n, bin);
+    size_t bytes;
+    void *b = ok ? binary_block(bin, &bytes) : NULL;
+    if (!b)
+        mt_thread.guard = 0;
+    else if (!mt_alloc_skip(b, bytes))
+        mt_alloc_vm(b, bytes, &MT_SITE(hook_enif_alloc_binary));
+    return ok;
+}
+
+__attribute__((noinline)) static int hook_enif_realloc_binary(ErlNifBinary *bin, size_t n)
+{
+    struct mt_record old;
+    void *was = bin->ref_bin;
+    if (!mt_enter(MT_ENIF_REALLOC_BINARY)) {
+        int had = mt_take_unentered(was, &old);
+        int ok = VM(MT_ENIF_REALLOC_BINARY, realloc_binary_fn)(bin, n);
+        if (had && !ok) mt_put_back_unentered(&old);
+        return ok;
+    }
+    int had = mt_take(was, &old);
+    int ok = VM(MT_ENIF_REALLOC_BINARY, realloc_binary_fn)(bin, n);
+    size_t bytes;
+    void *b = ok ? binary_block(bin, &bytes) : NULL;
+    if (!b)
+        mt_realloc_done(NULL, n, &MT_SITE(hook_enif_realloc_binary), had && !ok, &old);
+    else if (!mt_alloc_skip(b, bytes))
+        mt_alloc_vm(b, bytes, &MT_SITE(hook_enif_realloc_binary));
+    return ok;
+}
+
+/* The binary stops being the NIF's: released, or made a term. */
+static void binary_gone(enum mt_kind kind, const ErlNifBinary *bin)
+{
+    if (mt_enter(kind))
+        mt_forget(bin->ref_bin);
+    else
+        mt_forget_unentered(bin->ref_bin);
+}
+
+__attribute__((noinline)) static void hook_enif_release_binary(ErlNifBinary *bin)
+{
+    binary_gone(MT_ENIF_RELEASE_BINARY, bin);
+    VM(MT_ENIF_RELEASE_BINARY, release_binary_fn)(bin);
+}
+
+__attribute__((noinline)) static ERL_NIF_TERM hook_enif_make_binary(ErlNifEnv *env,
+                                                                    ErlNifBinary *bin)
+{
+    binary_gone(MT_ENIF_MAKE_BINARY, bin);
+    return VM(MT_ENIF_MAKE_BINARY, make_binary_fn)(env, bin);
 }
 
 void mt_nif_hooks_state(struct mt_nif_state *out)

@@ -1,15 +1,17 @@
 /* nif_hooks.h: the NIF API's allocation functions, recorded.
  *
- * NIF libraries call enif_alloc, enif_realloc, enif_free and enif_alloc_resource in beam.smp, which
- * the loader searches before any preloaded library: a definition of mtrace's would never be called.
- * These hooks are reached instead through the NIF libraries' own words that name those functions,
- * which the patcher rewrites (attach.h), and they call the VM's functions. The VM serves such
- * blocks from its carriers (driver_alloc), or from malloc when that allocator is off (+MRe false):
- * their records carry the VM bit (mt_record.vm), and the VM's own calls, which are direct, are
- * never seen. A resource's record is its whole magic binary, from the VM's header (which terms
- * name) to the end of its data; it goes when the VM runs its type's destructor, which the hooks of
- * enif_open_resource_type, _x and enif_init_resource_type wrap (nif_hooks.c says how): the
- * resources of a type opened before the hooks were in are not recorded, only counted.
+ * NIF libraries call the NIF API (enif_alloc, enif_alloc_resource, enif_alloc_binary...) in
+ * beam.smp, which the loader searches before any preloaded library: a definition of mtrace's would
+ * never be called. These hooks are reached instead through the NIF libraries' own words that name
+ * those functions, which the patcher rewrites (attach.h), and they call the VM's functions. The VM
+ * serves such blocks from its carriers (driver_alloc), or from malloc when that allocator is off
+ * (+MRe false): their records carry the VM bit (mt_record.vm), and the VM's own calls, which are
+ * direct, are never seen. A resource's record is its whole magic binary, from the VM's header
+ * (which terms name) to the end of its data; it goes when the VM runs its type's destructor, which
+ * the hooks of enif_open_resource_type, _x and enif_init_resource_type wrap (nif_hooks.c says how):
+ * the resources of a type opened before the hooks were in are not recorded, only counted. A binary
+ * from enif_alloc_binary is recorded, header and bytes, until enif_release_binary or
+ * enif_make_binary (the VM's from then on).
  *
  * Contract
  * - mt_nif_hooks_find() returns nonzero when the process's executable defines the three

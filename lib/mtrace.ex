@@ -204,11 +204,11 @@ defmodule Mtrace do
   else points to, `indirect_blocks` those only other lost blocks point to (the nodes of a lost
   list behind its head).
 
-  Blocks and resources made through the NIF API (`enif_alloc`, `enif_alloc_resource`) are
-  seen in every node, preloaded or attached, with the VM's default flags: the words through
-  which NIF libraries call those functions are rewritten, and a resource's record goes when the
-  VM destroys it. Binaries (`enif_alloc_binary`) are seen only when the VM hands them to
-  `malloc` (`+MBe false`). In an attached node, the resources of a NIF library loaded before the
+  Blocks, resources and binaries made through the NIF API (`enif_alloc`,
+  `enif_alloc_resource`, `enif_alloc_binary`) are seen in every node, preloaded or attached,
+  with the VM's default flags: the words through which NIF libraries call those functions are
+  rewritten, a resource's record goes when the VM destroys it, and a binary's when the NIF
+  releases it or makes it a term. In an attached node, the resources of a NIF library loaded before the
   attach are counted, not recorded. `stats/0` says what is seen and how (`nif_alloc_visible`,
   `resources_visible`, `resources_unseen`).
 
@@ -1141,6 +1141,9 @@ defmodule Mtrace do
       `:enif_open_resource_type_x_cnt`, `:enif_init_resource_type_cnt`, `:resource_dtor_cnt` -
       the NIF API's resource calls made through the hooks, and the resources the VM destroyed
       (their types' destructors, as the hooks wrap them).
+    * `:enif_alloc_binary_cnt`, `:enif_realloc_binary_cnt`, `:enif_release_binary_cnt`,
+      `:enif_make_binary_cnt` - the NIF API's binary calls made through the hooks: a binary
+      a NIF allocates is recorded until it is released or made a term (the VM's from then on).
     * `:stale_replaced` - records replaced because their address was handed out again before
       mtrace saw it freed (a free it did not see: one made before it started, or by a path
       that bypasses the malloc family's symbols).

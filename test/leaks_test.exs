@@ -133,6 +133,24 @@ defmodule Mtrace.LeaksTest do
     assert stats.resource_dtor_cnt >= 1000 and stats.resource_header_bytes > 0
   end
 
+  test "a binary the NIF neither releases nor makes a term is lost; the ones made terms are the VM's" do
+    {sites, stats} =
+      in_node("""
+      :ok = Lost.lose_binary(200)
+      kept = for _ <- 1..50, do: Lost.buffer(10)
+      made = for _ <- 1..200, do: Lost.lose_in_binary_tail(64)
+      Process.sleep(1100)
+      sites = for s <- Mtrace.leaks(), f = Enum.find(s.stack, &(is_binary(&1.library) and &1.library =~ "lost.so")),
+                  f.function != "masked_block", do: {f.function, s.bytes, s.blocks}
+      {length(kept) + length(made), {sites, Mtrace.stats()}} |> elem(1)
+      """)
+
+    # the Binary's header (the VM's: 24 bytes in OTP 25 and 26, 32 in 27) and the 200 bytes
+    assert [{"lose_binary", bytes, 1}] = sites
+    assert bytes in 224..232
+    assert stats.enif_alloc_binary_cnt >= 201 and stats.enif_make_binary_cnt >= 200
+  end
+
   test "with the VM's allocators routed to malloc, as bin/run starts a node, enif_alloc and resources are seen" do
     routed = [{"ERL_AFLAGS", "+MRe false +MBe false"}]
     # A resource's block is the VM's header and the 64 bytes asked for; the header's size is the
