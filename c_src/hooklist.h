@@ -40,6 +40,7 @@
     X(enif_alloc_binary, MT_ENIF_ALLOC_BINARY)                                                     \
     X(enif_realloc_binary, MT_ENIF_REALLOC_BINARY)                                                 \
     X(enif_release_binary, MT_ENIF_RELEASE_BINARY)                                                 \
-    X(enif_make_binary, MT_ENIF_MAKE_BINARY)
+    X(enif_make_binary, MT_ENIF_MAKE_BINARY)                                                       \
+    X(enif_ioq_enq_binary, MT_ENIF_IOQ_ENQ_BINARY)
 
 #endif

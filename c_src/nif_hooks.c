@@ -22,6 +22,7 @@ typedef int alloc_binary_fn(size_t, ErlNifBinary *);
 typedef int realloc_binary_fn(ErlNifBinary *, size_t);
 typedef void release_binary_fn(ErlNifBinary *);
 typedef ERL_NIF_TERM make_binary_fn(ErlNifEnv *, ErlNifBinary *);
+typedef int ioq_enq_binary_fn(ErlNifIOQueue *, ErlNifBinary *, size_t);
 
 static void *hook_enif_alloc(size_t n);
 static void *hook_enif_realloc(void *p, size_t n);
@@ -33,6 +34,7 @@ static alloc_binary_fn hook_enif_alloc_binary;
 static realloc_binary_fn hook_enif_realloc_binary;
 static release_binary_fn hook_enif_release_binary;
 static make_binary_fn hook_enif_make_binary;
+static ioq_enq_binary_fn hook_enif_ioq_enq_binary;
 
 #define ROW(name, kind) [kind - MT_HOOKS] = {#name, 0, (uintptr_t)hook_##name},
 struct mt_nif_hook mt_nif_hooks[MT_NIF_HOOKS] = {MT_FOR_EACH_NIF_HOOK(ROW)};
@@ -317,8 +319,8 @@ static ErlNifResourceType *hook_enif_init_resource_type(ErlNifEnv *env, const ch
 
 /* Binaries. A binary the NIF allocates is the VM's Binary (ErlNifBinary's ref_bin), its header
  * then its bytes: the record spans both, from ref_bin, as terms name it. It is the NIF's until it
- * releases it, or makes it a term (the VM's from then on: its end comes with the last term's
- * garbage collection, and is no leak of the NIF's). */
+ * releases it, makes it a term or gives it to an I/O queue (the VM's from then on: its end comes
+ * with the last reference, and is no leak of the NIF's). */
 static void *binary_block(const ErlNifBinary *bin, size_t *bytes)
 {
     uintptr_t at = (uintptr_t)bin->ref_bin, data = (uintptr_t)bin->data;
@@ -381,6 +383,13 @@ __attribute__((noinline)) static ERL_NIF_TERM hook_enif_make_binary(ErlNifEnv *e
 {
     binary_gone(MT_ENIF_MAKE_BINARY, bin);
     return VM(MT_ENIF_MAKE_BINARY, make_binary_fn)(env, bin);
+}
+
+__attribute__((noinline)) static int hook_enif_ioq_enq_binary(ErlNifIOQueue *q, ErlNifBinary *bin,
+                                                              size_t skip)
+{
+    binary_gone(MT_ENIF_IOQ_ENQ_BINARY, bin);
+    return VM(MT_ENIF_IOQ_ENQ_BINARY, ioq_enq_binary_fn)(q, bin, skip);
 }
 
 void mt_nif_hooks_state(struct mt_nif_state *out)

@@ -1142,8 +1142,9 @@ defmodule Mtrace do
       the NIF API's resource calls made through the hooks, and the resources the VM destroyed
       (their types' destructors, as the hooks wrap them).
     * `:enif_alloc_binary_cnt`, `:enif_realloc_binary_cnt`, `:enif_release_binary_cnt`,
-      `:enif_make_binary_cnt` - the NIF API's binary calls made through the hooks: a binary
-      a NIF allocates is recorded until it is released or made a term (the VM's from then on).
+      `:enif_make_binary_cnt`, `:enif_ioq_enq_binary_cnt` - the NIF API's binary calls made
+      through the hooks: a binary a NIF allocates is recorded until it is released, made a term
+      or given to an I/O queue (the VM's from then on).
     * `:stale_replaced` - records replaced because their address was handed out again before
       mtrace saw it freed (a free it did not see: one made before it started, or by a path
       that bypasses the malloc family's symbols).
