@@ -6,10 +6,13 @@ defmodule Mtrace.BuildTest do
   @moduletag timeout: 300_000
 
   # The hooked functions come from their one list (c_src/hooklist.h): a hook added there and
-  # not to mtrace.version fails here, as an export added by mistake does.
-  @hooks Regex.scan(~r/^\s*X\((\w+), MT_\w+\)/m, File.read!("c_src/hooklist.h"),
-           capture: :all_but_first
-         )
+  # not to mtrace.version fails here, as an export added by mistake does. The NIF API's share
+  # (MT_FOR_EACH_NIF_HOOK) is reached by rewritten words only, and never exported.
+  @hooks "c_src/hooklist.h"
+         |> File.read!()
+         |> String.split("#define MT_FOR_EACH_NIF_HOOK")
+         |> hd()
+         |> then(&Regex.scan(~r/^\s*X\((\w+), MT_\w+\)/m, &1, capture: :all_but_first))
          |> List.flatten()
   @exports Enum.sort(
              @hooks ++
