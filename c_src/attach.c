@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "beam_vm.h"
 #include "config.h"
 #include "hooks.h"
 #include "mem.h"
@@ -255,6 +256,8 @@ static enum mt_attach_error find_targets(int malloc_family)
     }
     malloc_targets = ntargets;
     nif_targets = mt_nif_hooks_find(&vm_base);
+    /* the resources' hooks ask which release runs */
+    if (nif_targets) mt_beam_vm_learn();
     if (nif_targets)
         for (int i = 0; i < MT_NIF_HOOKS; i++)
             targets[ntargets++] =

@@ -95,6 +95,11 @@ int mt_layout_magic_live(const uintptr_t head[2])
            head[1] <= UINT32_MAX;
 }
 
+int mt_layout_magic_flags(uintptr_t w)
+{
+    return (w & BINARY_MAGIC) && w < BINARY_FLAGS;
+}
+
 int mt_layout_matchstate(const uintptr_t *w, size_t n)
 {
     return n >= MT_MATCHSTATE_WORDS && w[0] == MT_MATCHSTATE_HEADER && (w[1] & 3) == 2 &&

@@ -83,6 +83,14 @@ int mt_layout_binary27_live(const uintptr_t head[4], size_t room);
 #define MT_MREF_HEADER 0x90
 int mt_layout_magic_live(const uintptr_t head[2]);
 
+/* A NIF resource: the VM's magic binary {its Binary header, its size, its destructor, ...}, then
+ * the resource's own {type, monitors}, then the data: MT_RESOURCE_HEADER bytes before the data in
+ * OTP 25 and 26, MT_RESOURCE27_HEADER in 27 (its Binary header has one word more).
+ * mt_layout_magic_flags(): whether w is a live magic binary's flags word. */
+#define MT_RESOURCE_HEADER 64
+#define MT_RESOURCE27_HEADER 72
+int mt_layout_magic_flags(uintptr_t w);
+
 /* Whether the n words at w start an Erlang match state of OTP 25 and 26 (ErlBinMatchState, a
  * binary being matched): a thing word (arity 4, subtag BIN_MATCHSTATE), orig (the binary's term:
  * boxed, low bits 2), base (a raw pointer into the binary's bytes), then offset and size in bits

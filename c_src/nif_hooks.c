@@ -3,9 +3,9 @@
 #include "nif_hooks.h"
 
 #include "nif_api.h"
-#include <link.h>
 #include <stddef.h>
 
+#include "beam_vm.h"
 #include "hooks.h"
 #include "layouts.h"
 #include "recorder.h"
@@ -85,15 +85,15 @@ __attribute__((noinline)) static void hook_enif_free(void *p)
 
 /* Resources. A resource is the VM's magic binary: its header, the resource's own (its type),
  * then the data the NIF gets. Terms name it by the header's address (an MRef's mb), so its
- * record is the whole magic binary. The header's length is learnt from the first resource of a
- * type whose end can be seen: the words below the data hold, nearest first, the type the NIF
- * passed, then a live magic binary's head (flags with the magic bit, a count of 1, its size, and
- * the destructor the VM gives every resource: a function of the VM's executable). The end is the
- * type's destructor, which the VM runs when the last reference goes (often in a garbage
- * collection, with no NIF call): each type opened through the hooks gets a trampoline of its
- * own, which forgets the record and calls the NIF's destructor, if it has one. The resources of
- * types opened before the hooks (before an attach) are counted, not recorded: their end would go
- * unseen. */
+ * record is the whole magic binary, whose header's length the VM's release gives (layouts.h),
+ * checked on the first resource of a type whose end can be seen: the words below its data hold,
+ * in turn, a live magic binary's flags, a count of 1, the destructor the VM gives every
+ * resource (a function of the VM's own code) and the type the NIF passed. The end is the type's
+ * destructor, which the VM runs when the last reference goes (often in a garbage collection,
+ * with no NIF call): each type opened through the hooks gets a trampoline of its own, which
+ * forgets the record and calls the NIF's destructor, if it has one. The resources of types
+ * opened before the hooks (before an attach), or of a release whose header is not known, are
+ * counted and not recorded, and the VM's own call of malloc (+MBe false) then records them. */
 #define TYPES 64
 
 static struct {
@@ -103,7 +103,6 @@ static struct {
 static unsigned ntypes;
 static uint64_t types_unwrapped, unseen;
 static size_t header; /* 0 until learnt, SIZE_MAX when it could not be */
-static uintptr_t vm_lo, vm_hi;
 
 static void resource_end(void *obj)
 {
@@ -232,29 +231,39 @@ static int wrapped(const ErlNifResourceType *t)
 
 static size_t learn_header(const void *p, const ErlNifResourceType *type)
 {
-    const uintptr_t *w = p;
-    size_t type_at = 0;
-    for (size_t k = 1; k <= 8 && !type_at; k++)
-        if (w[-(ptrdiff_t)k] == (uintptr_t)type) type_at = k;
-    for (size_t k = type_at + 4; type_at && k <= type_at + 8; k++) {
-        const uintptr_t *head = w - k;
-        if (head[1] == 1 && mt_layout_magic_live(head) && head[3] >= vm_lo && head[3] < vm_hi)
-            return k * sizeof *w;
+    unsigned otp = mt_beam_vm_otp();
+    size_t h = otp & MT_OTP_25_26 ? MT_RESOURCE_HEADER : otp & MT_OTP27 ? MT_RESOURCE27_HEADER : 0;
+    const uintptr_t *w = (const uintptr_t *)p - h / sizeof(uintptr_t);
+    if (!h || !mt_layout_magic_flags(w[0])) return SIZE_MAX;
+    int count = 0, dtor = 0, typed = 0;
+    for (size_t i = 1; i < h / sizeof *w; i++) {
+        if (!count)
+            count = w[i] == 1;
+        else if (!dtor)
+            dtor = mt_beam_vm_code(w[i]);
+        else if (!typed)
+            typed = w[i] == (uintptr_t)type;
     }
-    return SIZE_MAX;
+    return typed ? h : SIZE_MAX;
 }
 
 __attribute__((noinline)) static void *hook_enif_alloc_resource(ErlNifResourceType *type, size_t n)
 {
+    size_t h = __atomic_load_n(&header, __ATOMIC_ACQUIRE);
+    if (h == SIZE_MAX || !wrapped(type)) {
+        count(MT_ENIF_ALLOC_RESOURCE);
+        void *p = VM(MT_ENIF_ALLOC_RESOURCE, alloc_resource_fn)(type, n);
+        if (p) __atomic_fetch_add(&unseen, 1, __ATOMIC_RELAXED);
+        return p;
+    }
     if (!mt_enter(MT_ENIF_ALLOC_RESOURCE))
         return VM(MT_ENIF_ALLOC_RESOURCE, alloc_resource_fn)(type, n);
     void *p = VM(MT_ENIF_ALLOC_RESOURCE, alloc_resource_fn)(type, n);
-    size_t h = 0;
-    if (p && wrapped(type) && !(h = __atomic_load_n(&header, __ATOMIC_ACQUIRE))) {
+    if (p && !h) {
         h = learn_header(p, type);
         __atomic_store_n(&header, h, __ATOMIC_RELEASE);
     }
-    if (!p || !h || h == SIZE_MAX) {
+    if (!p || h == SIZE_MAX) {
         if (p) __atomic_fetch_add(&unseen, 1, __ATOMIC_RELAXED);
         mt_thread.guard = 0;
         return p;
@@ -402,21 +411,6 @@ void mt_nif_hooks_state(struct mt_nif_state *out)
     out->resource_header = h == SIZE_MAX ? 0 : h;
 }
 
-/* dl_iterate_phdr's callback: the VM executable's code, [vm_lo, vm_hi). */
-static int find_code(struct dl_phdr_info *info, size_t size, void *arg)
-{
-    (void)size;
-    if (info->dlpi_addr != *(const uintptr_t *)arg) return 0;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X)) continue;
-        uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
-        if (!vm_lo || lo < vm_lo) vm_lo = lo;
-        if (hi > vm_hi) vm_hi = hi;
-    }
-    return 1;
-}
-
 int mt_nif_hooks_find(uintptr_t *vm_base)
 {
     uintptr_t exe = 0;
@@ -428,7 +422,6 @@ int mt_nif_hooks_find(uintptr_t *vm_base)
         exe = base;
         __atomic_store_n(&mt_nif_hooks[i].vm, at, __ATOMIC_RELEASE);
     }
-    if (!vm_hi) dl_iterate_phdr(find_code, &exe);
     *vm_base = exe;
     return 1;
 }
