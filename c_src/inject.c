@@ -323,6 +323,18 @@ static void string_at(uintptr_t at, char *out, size_t cap)
     out[n] = '\0';
 }
 
+/* Whether stopped thread tid has a SIGTRAP of its own pending: an int3 it ran, whose stop is
+ * still to come. */
+static int trap_pending(pid_t tid)
+{
+    struct __ptrace_peeksiginfo_args a = {.off = 0, .flags = 0, .nr = 32};
+    siginfo_t si[32];
+    long n = ptrace(PTRACE_PEEKSIGINFO, tid, &a, si);
+    for (long i = 0; i < n; i++)
+        if (si[i].si_signo == SIGTRAP) return 1;
+    return 0;
+}
+
 /* Interrupts and detaches every thread, but for `stopped`, stopped already (0: none), which is
  * detached at once; a thread stopped at a breakpoint goes back before it. */
 static void detach_all(pid_t stopped)
@@ -346,9 +358,11 @@ static void detach_all(pid_t stopped)
         struct user_regs_struct r;
         if (sig == SIGTRAP && !event) {
             rewind_break(tid);
-        } else if (ptrace(PTRACE_GETREGS, tid, 0, &r) == 0 && is_break(r.rip - 1)) {
+        } else if (ptrace(PTRACE_GETREGS, tid, 0, &r) == 0 && is_break(r.rip - 1) &&
+                   trap_pending(tid)) {
             /* it ran a breakpoint whose SIGTRAP is still to come, which would kill it once
-             * detached: back before it, on until that stop, and detached then */
+             * detached: back before it, on until that stop, and detached then (without the
+             * SIGTRAP, just past a one-byte first instruction, push %rbp, is where it is) */
             r.rip--;
             ptrace(PTRACE_SETREGS, tid, 0, &r);
             ptrace(PTRACE_CONT, tid, 0, 0);
