@@ -298,18 +298,24 @@ static const ErlNifResourceTypeInit *wrap_init(const ErlNifResourceTypeInit *ini
     return mine;
 }
 
+/* An opener of init's kind, with init's destructor wrapped. */
+static ErlNifResourceType *open_init(enum mt_kind kind, ErlNifEnv *env, const char *name,
+                                     const ErlNifResourceTypeInit *init, int members,
+                                     ErlNifResourceFlags flags, ErlNifResourceFlags *tried)
+{
+    count(kind);
+    ErlNifResourceTypeInit mine;
+    unsigned slot;
+    const ErlNifResourceTypeInit *given = wrap_init(init, members, &mine, &slot);
+    return opened(VM(kind, init_fn)(env, name, given ? given : init, flags, tried), slot);
+}
+
 static ErlNifResourceType *hook_enif_open_resource_type_x(ErlNifEnv *env, const char *name,
                                                           const ErlNifResourceTypeInit *init,
                                                           ErlNifResourceFlags flags,
                                                           ErlNifResourceFlags *tried)
 {
-    count(MT_ENIF_OPEN_RESOURCE_TYPE_X);
-    ErlNifResourceTypeInit mine;
-    unsigned slot;
-    const ErlNifResourceTypeInit *given = wrap_init(init, 3, &mine, &slot);
-    return opened(
-        VM(MT_ENIF_OPEN_RESOURCE_TYPE_X, init_fn)(env, name, given ? given : init, flags, tried),
-        slot);
+    return open_init(MT_ENIF_OPEN_RESOURCE_TYPE_X, env, name, init, 3, flags, tried);
 }
 
 static ErlNifResourceType *hook_enif_init_resource_type(ErlNifEnv *env, const char *name,
@@ -317,13 +323,8 @@ static ErlNifResourceType *hook_enif_init_resource_type(ErlNifEnv *env, const ch
                                                         ErlNifResourceFlags flags,
                                                         ErlNifResourceFlags *tried)
 {
-    count(MT_ENIF_INIT_RESOURCE_TYPE);
-    ErlNifResourceTypeInit mine;
-    unsigned slot;
-    const ErlNifResourceTypeInit *given = wrap_init(init, init ? init->members : 0, &mine, &slot);
-    return opened(
-        VM(MT_ENIF_INIT_RESOURCE_TYPE, init_fn)(env, name, given ? given : init, flags, tried),
-        slot);
+    return open_init(MT_ENIF_INIT_RESOURCE_TYPE, env, name, init, init ? init->members : 0, flags,
+                     tried);
 }
 
 /* Binaries. A binary the NIF allocates is the VM's Binary (ErlNifBinary's ref_bin), its header

@@ -1207,20 +1207,20 @@ defmodule Mtrace do
     {perf_map, stats} = Map.pop(Nif.stats_nif(), :perf_map)
 
     Map.merge(stats, %{
-      nif_alloc_visible:
-        cond do
-          stats.recording and stats.nif_api_hooked -> :hooks
-          :erlang.system_info({:allocator, :driver_alloc}) == false -> :vm_flags
-          true -> false
-        end,
-      resources_visible:
-        cond do
-          stats.recording and stats.nif_api_hooked -> :hooks
-          :erlang.system_info({:allocator, :binary_alloc}) == false -> :vm_flags
-          true -> false
-        end,
+      nif_alloc_visible: visible(stats, :driver_alloc),
+      resources_visible: visible(stats, :binary_alloc),
       erlang_frames: erlang_frames(stats.unwind, perf_map)
     })
+  end
+
+  # How what the NIF API serves from the VM's allocator is seen: through the hooks, or in malloc
+  # when the allocator is off.
+  defp visible(stats, allocator) do
+    cond do
+      stats.recording and stats.nif_api_hooked -> :hooks
+      :erlang.system_info({:allocator, allocator}) == false -> :vm_flags
+      true -> false
+    end
   end
 
   # perf_map: the library's own answer, which the unwinder follows (the node holds the file open).

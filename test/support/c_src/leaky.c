@@ -129,40 +129,38 @@ static ERL_NIF_TERM nif_release(ErlNifEnv *env, int argc, const ERL_NIF_TERM arg
     return enif_make_atom(env, "ok");
 }
 
-/* churn(rounds, size): malloc and free in a loop, for the concurrency tests; sizes keep the
- * parity of size, which is how those tests tell a torn record. */
-static ERL_NIF_TERM nif_churn(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+/* A ring of 64 blocks, each freed and allocated again, rounds times: sizes keep the parity of
+ * size, which is how the concurrency tests tell a torn record. */
+static ERL_NIF_TERM ring(ErlNifEnv *env, const ERL_NIF_TERM argv[], void *(*alloc)(size_t),
+                         void (*release)(void *))
 {
     unsigned rounds, size;
-    (void)argc;
     if (!enif_get_uint(env, argv[0], &rounds) || !enif_get_uint(env, argv[1], &size))
         return enif_make_badarg(env);
-    void *ring[64] = {0};
+    void *kept[64] = {0};
     for (unsigned i = 0; i < rounds; i++) {
-        free(ring[i % 64]);
-        ring[i % 64] = leak_malloc(size + 2 * (i % 64));
+        if (kept[i % 64]) release(kept[i % 64]);
+        kept[i % 64] = alloc(size + 2 * (i % 64));
     }
     for (unsigned i = 0; i < 64; i++)
-        free(ring[i]);
+        if (kept[i]) release(kept[i]);
     return enif_make_atom(env, "ok");
 }
 
-/* enif_churn(rounds, size): churn's ring through enif_alloc and enif_free, the NIF API's pair
+/* churn(rounds, size): the ring through malloc and free, for the concurrency tests and
+ * bench/churn.exs. */
+static ERL_NIF_TERM nif_churn(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    return ring(env, argv, leak_malloc, free);
+}
+
+/* enif_churn(rounds, size): the ring through enif_alloc and enif_free, the NIF API's pair
  * (bench/churn.exs). */
 static ERL_NIF_TERM nif_enif_churn(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
-    unsigned rounds, size;
     (void)argc;
-    if (!enif_get_uint(env, argv[0], &rounds) || !enif_get_uint(env, argv[1], &size))
-        return enif_make_badarg(env);
-    void *ring[64] = {0};
-    for (unsigned i = 0; i < rounds; i++) {
-        if (ring[i % 64]) enif_free(ring[i % 64]);
-        ring[i % 64] = leak_enif_alloc(size + 2 * (i % 64));
-    }
-    for (unsigned i = 0; i < 64; i++)
-        if (ring[i]) enif_free(ring[i]);
-    return enif_make_atom(env, "ok");
+    return ring(env, argv, leak_enif_alloc, enif_free);
 }
 
 /* Two paths to the same call of malloc (leak_malloc's), from the same stack depth: path_a and
