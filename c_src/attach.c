@@ -24,10 +24,15 @@
 
 /* What a word may be rewritten to name: the malloc family's hooks (attached), the NIF API's
  * (in a BEAM, attached or preloaded), and dlopen's wrapper, for the objects loaded later. */
+enum where { EVERY_OBJECT, BUT_THE_VM, THE_VM };
+
 struct target {
     const char *name;
     uintptr_t original, replacement;
-    int nif; /* of the NIF API: never rewritten in the VM's own executable */
+    /* the NIF API's words are never rewritten in the VM's own executable (its calls stay its
+     * own); a preloaded BEAM's dlopen only there, where the VM loads NIF libraries (a library's
+     * own dlopen through the wrapper would resolve its RUNPATH and $ORIGIN as mtrace.so's) */
+    enum where where;
 };
 
 #define MAX_TARGETS (MT_HOOKS + MT_NIF_HOOKS + 1)
@@ -87,6 +92,11 @@ struct object {
     const struct dl_phdr_info *info;
     uintptr_t lo, hi, relro_lo, relro_hi;
     int rewritten;
+    /* a pass that only looks: the NIF API's words that could not be rewritten; then whether
+     * they are left alone, all of them (an object whose enif_alloc is recorded and whose
+     * enif_free goes unseen would leave records behind their blocks) */
+    int dry, nif_refused, nif_alone;
+    size_t nif_left; /* the NIF API's words still to rewrite, for which room is kept */
 };
 
 static int target_of(const char *name)
@@ -113,13 +123,15 @@ static int writable(const struct object *o, uintptr_t p, int *relro)
     return 0;
 }
 
-static void store(uintptr_t *at, uintptr_t value, int relro)
+/* Returns 0, or -1 when a RELRO page could not be made writable (nothing stored). */
+static int store(uintptr_t *at, uintptr_t value, int relro)
 {
     uintptr_t page = (uintptr_t)at & ~((uintptr_t)sysconf(_SC_PAGESIZE) - 1);
     size_t len = (size_t)sysconf(_SC_PAGESIZE);
-    if (relro && mprotect((void *)page, len, PROT_READ | PROT_WRITE) != 0) return;
+    if (relro && mprotect((void *)page, len, PROT_READ | PROT_WRITE) != 0) return -1;
     __atomic_store_n(at, value, __ATOMIC_RELEASE);
     if (relro) mprotect((void *)page, len, PROT_READ);
+    return 0;
 }
 
 static void patch(struct object *o, const ElfW(Rela) * r, size_t n, const ElfW(Sym) * syms,
@@ -131,8 +143,12 @@ static void patch(struct object *o, const ElfW(Rela) * r, size_t n, const ElfW(S
             (type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT && type != R_X86_64_64))
             continue;
         int i = target_of(strs + syms[sym].st_name);
-        if (i < 0 || (targets[i].nif && o->info->dlpi_addr == vm_base)) continue;
+        if (i < 0 || (targets[i].where == BUT_THE_VM && o->info->dlpi_addr == vm_base) ||
+            (targets[i].where == THE_VM && o->info->dlpi_addr != vm_base))
+            continue;
         const struct target *t = &targets[i];
+        int nif = t->where == BUT_THE_VM;
+        if (o->dry && !nif) continue;
         uintptr_t *at = (uintptr_t *)(o->info->dlpi_addr + r[k].r_offset);
         uintptr_t v = __atomic_load_n(at, __ATOMIC_ACQUIRE);
         if (v == t->replacement) {
@@ -141,14 +157,21 @@ static void patch(struct object *o, const ElfW(Rela) * r, size_t n, const ElfW(S
         }
         int relro;
         int lazy = type == R_X86_64_JUMP_SLOT && v >= o->lo && v < o->hi;
-        if ((v != t->original && !lazy) || (type == R_X86_64_64 && r[k].r_addend != 0) ||
-            !writable(o, (uintptr_t)at, &relro) || nwords == MAX_WORDS) {
+        int refused = (v != t->original && !lazy) || (type == R_X86_64_64 && r[k].r_addend != 0) ||
+                      !writable(o, (uintptr_t)at, &relro) ||
+                      nwords + (nif ? 0 : o->nif_left) >= MAX_WORDS;
+        if (o->dry) {
+            o->nif_refused += refused;
+            o->nif_left++;
+            continue;
+        }
+        if (nif && o->nif_left) o->nif_left--;
+        if (refused || (nif && o->nif_alone) || store(at, t->replacement, relro) != 0) {
             skipped++;
             continue;
         }
         words[nwords++] = (struct word){o->info->dlpi_addr, at, v, t->replacement, relro};
-        store(at, t->replacement, relro);
-        if (t->nif) nif_words++;
+        if (nif) nif_words++;
         o->rewritten = 1;
     }
 }
@@ -208,8 +231,12 @@ static int patch_object(struct dl_phdr_info *info, size_t size, void *arg)
         }
     }
     if (!syms || !strs) return 0;
-    if (rela) patch(&o, rela, relasz / sizeof *rela, syms, strs);
-    if (jmprel && pltrela) patch(&o, jmprel, pltsz / sizeof *jmprel, syms, strs);
+    for (o.dry = 1; o.dry >= 0; o.dry--) {
+        if (rela) patch(&o, rela, relasz / sizeof *rela, syms, strs);
+        if (jmprel && pltrela) patch(&o, jmprel, pltsz / sizeof *jmprel, syms, strs);
+        o.nif_alone = o.nif_refused > 0 || nwords + o.nif_left > MAX_WORDS;
+        if (o.nif_alone) o.nif_left = 0;
+    }
     if (o.rewritten) objects++;
     return 0;
 }
@@ -252,7 +279,7 @@ static enum mt_attach_error find_targets(int malloc_family)
         uintptr_t f = (uintptr_t)dlsym(libc, mt_kind_names[i]);
         if (!f) return MT_ATTACH_NO_GLIBC;
         targets[ntargets++] =
-            (struct target){mt_kind_names[i], f, (uintptr_t)mt_hook_functions[i], 0};
+            (struct target){mt_kind_names[i], f, (uintptr_t)mt_hook_functions[i], EVERY_OBJECT};
     }
     malloc_targets = ntargets;
     nif_targets = mt_nif_hooks_find(&vm_base);
@@ -260,19 +287,23 @@ static enum mt_attach_error find_targets(int malloc_family)
     if (nif_targets) mt_beam_vm_learn();
     if (nif_targets)
         for (int i = 0; i < MT_NIF_HOOKS; i++)
-            targets[ntargets++] =
-                (struct target){mt_nif_hooks[i].name, mt_nif_hooks[i].vm, mt_nif_hooks[i].hook, 1};
+            targets[ntargets++] = (struct target){mt_nif_hooks[i].name, mt_nif_hooks[i].vm,
+                                                  mt_nif_hooks[i].hook, BUT_THE_VM};
     dlopen_original = (uintptr_t)dlsym(libc, "dlopen");
     if (dlopen_original)
-        targets[ntargets++] =
-            (struct target){"dlopen", dlopen_original, (uintptr_t)attached_dlopen, 0};
+        targets[ntargets++] = (struct target){"dlopen", dlopen_original, (uintptr_t)attached_dlopen,
+                                              malloc_family ? EVERY_OBJECT : THE_VM};
     return MT_ATTACH_OK;
 }
 
+/* This copy, pinned: the rewritten words, and the destructors of the resource types opened
+ * through the hooks (which stay after a detach), point into it. */
 static void find_self(void)
 {
     Dl_info self;
-    if (dladdr((void *)find_self, &self)) self_base = (uintptr_t)self.dli_fbase;
+    if (!dladdr((void *)find_self, &self)) return;
+    self_base = (uintptr_t)self.dli_fbase;
+    dlopen(self.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
 }
 
 void mt_attach_nif_api(void)
@@ -306,6 +337,8 @@ static enum mt_attach_error attach_locked(const char *const *vars)
         symbols_started = 1;
     }
     find_self();
+    /* a hook that ran across the last detach may have recorded a block whose free went unseen */
+    mt_forget_vm_records();
     uint64_t t0 = mt_now_ns(CLOCK_MONOTONIC);
     copies = 0;
     rewrite_all();
@@ -313,8 +346,6 @@ static enum mt_attach_error attach_locked(const char *const *vars)
     dl_iterate_phdr(count_copies, NULL);
     __atomic_store_n(&since_ns, mt_now_ns(CLOCK_MONOTONIC_COARSE), __ATOMIC_RELAXED);
     mt_records_partial(__atomic_load_n(&since_ns, __ATOMIC_RELAXED));
-    /* a hook that ran across the last detach may have recorded a block whose free went unseen */
-    mt_forget_vm_records();
     __atomic_store_n(&realtime_s, mt_now_ns(CLOCK_REALTIME) / 1000000000u, __ATOMIC_RELAXED);
     __atomic_fetch_add(&attaches, 1, __ATOMIC_RELAXED);
     __atomic_store_n(&attached, 1, __ATOMIC_RELEASE);

@@ -55,7 +55,7 @@
 #include "beam_heaps.h"
 
 #define MT_ALLOC_DD_FIRST 8  /* the word of an Allctr_t that is its queue's head */
-#define MT_ALLOC_DD_WORDS 16 /* the queue's tail and head, a cache line each */
+#define MT_ALLOC_DD_WORDS 14 /* the queue's tail (a cache line) and head */
 #define MT_ALLOC_WALK_MAX 100000
 
 int mt_beam_alloc_learn(void);

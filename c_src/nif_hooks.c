@@ -74,13 +74,18 @@ __attribute__((noinline)) static void *hook_enif_realloc(void *p, size_t n)
     return q;
 }
 
+/* The record of the block at p goes before the VM's call that ends it, made within the guard: the
+ * VM's own free of it (glibc's, with +MRe false) is not a free without a record. */
 __attribute__((noinline)) static void hook_enif_free(void *p)
 {
-    if (mt_enter(MT_ENIF_FREE))
-        mt_forget(p);
+    struct mt_record old;
+    int entered = mt_enter(MT_ENIF_FREE);
+    if (entered)
+        mt_take(p, &old);
     else
         mt_forget_unentered(p);
     VM(MT_ENIF_FREE, free_fn)(p);
+    if (entered) mt_thread.guard = 0;
 }
 
 /* Resources. A resource is the VM's magic binary: its header, the resource's own (its type),
@@ -215,18 +220,31 @@ static ErlNifResourceDtor *wrap(ErlNifResourceDtor *own, unsigned *slot)
     return trampolines[i];
 }
 
-static ErlNifResourceType *opened(ErlNifResourceType *t, unsigned slot)
-{
-    if (t && slot < TYPES) __atomic_store_n(&types[slot].type, t, __ATOMIC_RELEASE);
-    return t;
-}
-
 static int wrapped(const ErlNifResourceType *t)
 {
     unsigned n = __atomic_load_n(&ntypes, __ATOMIC_ACQUIRE);
     for (unsigned i = 0; i < n && i < TYPES; i++)
         if (__atomic_load_n(&types[i].type, __ATOMIC_ACQUIRE) == t) return 1;
     return 0;
+}
+
+/* The type t the VM opened (done: created or taken over) with slot's trampoline (TYPES: with the
+ * NIF's own destructor). Its resources are recorded only while every destructor the VM may run
+ * for them is a trampoline: a type created with one, or taken over with one from a type that had
+ * one. A type given the NIF's own destructor (or taken over from before the hooks, whose resources
+ * keep that until the load commits) is no longer taken for wrapped, nor is a freed type's struct
+ * reused for it. */
+static ErlNifResourceType *opened(ErlNifResourceType *t, ErlNifResourceFlags done, unsigned slot)
+{
+    if (!t) return t;
+    int keep = slot < TYPES && (done == ERL_NIF_RT_CREATE || wrapped(t));
+    unsigned n = __atomic_load_n(&ntypes, __ATOMIC_ACQUIRE);
+    if (!keep)
+        for (unsigned i = 0; i < n && i < TYPES; i++)
+            if (__atomic_load_n(&types[i].type, __ATOMIC_ACQUIRE) == t)
+                __atomic_store_n(&types[i].type, NULL, __ATOMIC_RELEASE);
+    if (keep) __atomic_store_n(&types[slot].type, t, __ATOMIC_RELEASE);
+    return t;
 }
 
 static size_t learn_header(const void *p, const ErlNifResourceType *type)
@@ -280,18 +298,22 @@ static ErlNifResourceType *hook_enif_open_resource_type(ErlNifEnv *env, const ch
 {
     count(MT_ENIF_OPEN_RESOURCE_TYPE);
     unsigned slot;
+    ErlNifResourceFlags done = 0;
     ErlNifResourceDtor *given = wrap(dtor, &slot);
-    return opened(VM(MT_ENIF_OPEN_RESOURCE_TYPE, open_fn)(env, module, name, given, flags, tried),
-                  slot);
+    ErlNifResourceType *t =
+        VM(MT_ENIF_OPEN_RESOURCE_TYPE, open_fn)(env, module, name, given, flags, &done);
+    if (tried) *tried = done;
+    return opened(t, done, slot);
 }
 
 /* init with its destructor wrapped: the members the VM reads (3 for enif_open_resource_type_x,
- * init->members for enif_init_resource_type), or NULL when it reads more than this build knows. */
+ * init->members for enif_init_resource_type), or NULL when it reads more than this build knows,
+ * or no destructor. */
 static const ErlNifResourceTypeInit *wrap_init(const ErlNifResourceTypeInit *init, int members,
                                                ErlNifResourceTypeInit *mine, unsigned *slot)
 {
     *slot = TYPES;
-    if (!init || members > 4) return NULL;
+    if (!init || members < 1 || members > 4) return NULL;
     *mine = (ErlNifResourceTypeInit){NULL, init->stop, init->down, members,
                                      members >= 4 ? init->dyncall : NULL};
     mine->dtor = wrap(init->dtor, slot);
@@ -306,8 +328,11 @@ static ErlNifResourceType *open_init(enum mt_kind kind, ErlNifEnv *env, const ch
     count(kind);
     ErlNifResourceTypeInit mine;
     unsigned slot;
+    ErlNifResourceFlags done = 0;
     const ErlNifResourceTypeInit *given = wrap_init(init, members, &mine, &slot);
-    return opened(VM(kind, init_fn)(env, name, given ? given : init, flags, tried), slot);
+    ErlNifResourceType *t = VM(kind, init_fn)(env, name, given ? given : init, flags, &done);
+    if (tried) *tried = done;
+    return opened(t, done, slot);
 }
 
 static ErlNifResourceType *hook_enif_open_resource_type_x(ErlNifEnv *env, const char *name,
@@ -373,33 +398,42 @@ __attribute__((noinline)) static int hook_enif_realloc_binary(ErlNifBinary *bin,
     return ok;
 }
 
-/* The binary stops being the NIF's: released, or made a term. */
-static void binary_gone(enum mt_kind kind, const ErlNifBinary *bin)
+/* The binary stops being the NIF's (released, made a term, queued): its record goes, and the
+ * VM's call follows within the guard, as for enif_free. Returns whether the guard is held. */
+static int binary_gone(enum mt_kind kind, const ErlNifBinary *bin)
 {
-    if (mt_enter(kind))
-        mt_forget(bin->ref_bin);
-    else
-        mt_forget_unentered(bin->ref_bin);
+    struct mt_record old;
+    if (mt_enter(kind)) {
+        mt_take(bin->ref_bin, &old);
+        return 1;
+    }
+    mt_forget_unentered(bin->ref_bin);
+    return 0;
 }
 
 __attribute__((noinline)) static void hook_enif_release_binary(ErlNifBinary *bin)
 {
-    binary_gone(MT_ENIF_RELEASE_BINARY, bin);
+    int entered = binary_gone(MT_ENIF_RELEASE_BINARY, bin);
     VM(MT_ENIF_RELEASE_BINARY, release_binary_fn)(bin);
+    if (entered) mt_thread.guard = 0;
 }
 
 __attribute__((noinline)) static ERL_NIF_TERM hook_enif_make_binary(ErlNifEnv *env,
                                                                     ErlNifBinary *bin)
 {
-    binary_gone(MT_ENIF_MAKE_BINARY, bin);
-    return VM(MT_ENIF_MAKE_BINARY, make_binary_fn)(env, bin);
+    int entered = binary_gone(MT_ENIF_MAKE_BINARY, bin);
+    ERL_NIF_TERM t = VM(MT_ENIF_MAKE_BINARY, make_binary_fn)(env, bin);
+    if (entered) mt_thread.guard = 0;
+    return t;
 }
 
 __attribute__((noinline)) static int hook_enif_ioq_enq_binary(ErlNifIOQueue *q, ErlNifBinary *bin,
                                                               size_t skip)
 {
-    binary_gone(MT_ENIF_IOQ_ENQ_BINARY, bin);
-    return VM(MT_ENIF_IOQ_ENQ_BINARY, ioq_enq_binary_fn)(q, bin, skip);
+    int entered = binary_gone(MT_ENIF_IOQ_ENQ_BINARY, bin);
+    int ok = VM(MT_ENIF_IOQ_ENQ_BINARY, ioq_enq_binary_fn)(q, bin, skip);
+    if (entered) mt_thread.guard = 0;
+    return ok;
 }
 
 void mt_nif_hooks_state(struct mt_nif_state *out)

@@ -1103,11 +1103,23 @@ static uintptr_t live_from(struct ctx *c, uintptr_t lo, uintptr_t hi)
 struct tcb_shape {
     uintptr_t below_top; /* 0: not learnt */
     size_t tid_at;
+    uintptr_t guard[2]; /* the stack and pointer guards, which glibc copies into every thread's */
 };
 
-static int tcb_at(uintptr_t pd, uintptr_t head[3])
+/* tcbhead_t's words: the descriptor itself at 0 and 2, the two guards at 5 and 6 */
+#define TCB_WORDS 7
+
+/* Whether pd is a descriptor of this process's threads: its own address in its first and third
+ * words, and the process's two guards (random, 128 bits) in its sixth and seventh. */
+static int tcb_at(const struct tcb_shape *t, uintptr_t pd, const uintptr_t *head)
 {
-    return mt_proc_read(pd, head, 3 * sizeof *head) == 0 && head[0] == pd && head[2] == pd;
+    return head[0] == pd && head[2] == pd && head[5] == t->guard[0] && head[6] == t->guard[1];
+}
+
+static int tcb_read(const struct tcb_shape *t, uintptr_t pd)
+{
+    uintptr_t head[TCB_WORDS];
+    return mt_proc_read(pd, head, sizeof head) == 0 && tcb_at(t, pd, head);
 }
 
 /* The hi of the readable and writable mapping that holds a, or 0. */
@@ -1119,10 +1131,10 @@ static uintptr_t mapping_top(struct ctx *c, uintptr_t a)
 
 /* The distance below a stack's top at which struct pthread lies, found where the calling thread
  * cannot show it (the main thread's lies outside its stack): at the top of each anonymous mapping
- * that holds no live thread's stack, a descriptor of glibc's (its first and third words pointing
- * to it, the tid at the calling thread's offset 0 or -1), at one distance in every such mapping
- * where there is one. 0 when none is found, or two disagree. */
-static uintptr_t tcb_found(struct ctx *c, size_t tid_at)
+ * that holds no live thread's stack, a descriptor of this process's (tcb_at; the tid at the
+ * calling thread's offset 0 or -1), at one distance in every such mapping where there is one. 0
+ * when none is found, or two disagree. */
+static uintptr_t tcb_found(struct ctx *c, const struct tcb_shape *t)
 {
     enum { SEARCH = 16384, STEP = 16 };
     static uintptr_t top[SEARCH / sizeof(uintptr_t)];
@@ -1132,12 +1144,14 @@ static uintptr_t tcb_found(struct ctx *c, size_t tid_at)
         if (!m.readable || !m.writable || m.path_len || m.hi - m.lo <= 4 * SEARCH ||
             live_from(c, m.lo, m.hi) != m.lo || mt_proc_read(m.hi - SEARCH, top, SEARCH))
             continue;
-        for (uintptr_t below = STEP; below <= SEARCH - tid_at - sizeof(int32_t); below += STEP) {
+        size_t past = t->tid_at + sizeof(int32_t);
+        if (past < TCB_WORDS * sizeof(uintptr_t)) past = TCB_WORDS * sizeof(uintptr_t);
+        for (uintptr_t below = STEP; below <= SEARCH - past; below += STEP) {
             uintptr_t pd = m.hi - below;
             const uintptr_t *head = &top[(SEARCH - below) / sizeof *top];
             int32_t tid;
-            memcpy(&tid, (const char *)head + tid_at, sizeof tid);
-            if (head[0] != pd || head[2] != pd || tid > 0) continue;
+            memcpy(&tid, (const char *)head + t->tid_at, sizeof tid);
+            if (!tcb_at(t, pd, head) || tid > 0 || tid < -1) continue;
             if (found && found != below) return 0;
             found = below;
         }
@@ -1145,24 +1159,30 @@ static uintptr_t tcb_found(struct ctx *c, size_t tid_at)
     return found;
 }
 
-static struct tcb_shape tcb_learn(struct ctx *c)
+/* own_hi: the top of the calling thread's stack's mapping at exit (0: from its stack pointer). */
+static struct tcb_shape tcb_learn(struct ctx *c, uintptr_t own_hi)
 {
-    struct tcb_shape no = {0, 0}, t = no;
-    uintptr_t pd = (uintptr_t)pthread_self(), head[3], top = mapping_top(c, pd);
+    struct tcb_shape no = {0, 0, {0, 0}}, t = no;
+    uintptr_t pd = (uintptr_t)pthread_self(), top = mapping_top(c, pd);
     uint32_t words[512], tid = (uint32_t)syscall(SYS_gettid);
-    if (!tcb_at(pd, head) || mt_proc_read(pd, words, sizeof words)) return no;
-    for (size_t i = 6; i < 512 && !t.tid_at; i++)
+    if (mt_proc_read(pd, words, sizeof words)) return no;
+    const uintptr_t *head = (const uintptr_t *)words;
+    t.guard[0] = head[5];
+    t.guard[1] = head[6];
+    if (!(t.guard[0] | t.guard[1]) || !tcb_at(&t, pd, head)) return no;
+    for (size_t i = 2 * TCB_WORDS; i < 512 && !t.tid_at; i++)
         if (words[i] == tid) t.tid_at = i * sizeof *words;
     if (!t.tid_at) return no;
     /* a thread glibc started holds its descriptor in its stack's mapping, with its stack */
-    int in_stack = top && top - pd <= 65536 && mapping_top(c, c->self_sp) == top;
-    t.below_top = in_stack ? top - pd : tcb_found(c, t.tid_at);
+    uintptr_t my_top = own_hi ? own_hi : mapping_top(c, c->self_sp);
+    int in_stack = top && top - pd <= 65536 && my_top == top;
+    t.below_top = in_stack ? top - pd : tcb_found(c, &t);
     if (!t.below_top) return no;
     for (size_t i = 0; i < c->world->n; i++) {
         const struct mt_world_thread *w = &c->world->t[i];
         uint32_t its = 0;
         if (w->tid <= 0 || !w->stopped || mapping_top(c, w->tp) != w->tp + t.below_top) continue;
-        if (!tcb_at(w->tp, head) || mt_proc_read(w->tp + t.tid_at, &its, sizeof its) ||
+        if (!tcb_read(&t, w->tp) || mt_proc_read(w->tp + t.tid_at, &its, sizeof its) ||
             its != (uint32_t)w->tid)
             return no;
     }
@@ -1178,11 +1198,10 @@ static struct tcb_shape tcb_learn(struct ctx *c)
 static int exited_tcb(const struct tcb_shape *t, uintptr_t lo, uintptr_t hi, uintptr_t *pd,
                       int *joined)
 {
-    uintptr_t head[3];
     int32_t tid = 0;
     *pd = hi - t->below_top;
-    if (!t->below_top || hi - lo <= t->below_top || !tcb_at(*pd, head) ||
-        mt_proc_read(*pd + t->tid_at, &tid, sizeof tid) || tid > 0)
+    if (!t->below_top || hi - lo <= t->below_top || !tcb_read(t, *pd) ||
+        mt_proc_read(*pd + t->tid_at, &tid, sizeof tid) || tid > 0 || tid < -1)
         return 0;
     *joined = tid < 0;
     return 1;
@@ -1207,7 +1226,7 @@ static int hides(const struct ctx *c, uintptr_t lo, uintptr_t hi, int of_file)
 static void scan_roots(struct ctx *c, uintptr_t own_lo, uintptr_t own_hi)
 {
     struct mt_mapping m;
-    struct tcb_shape tcb = tcb_learn(c);
+    struct tcb_shape tcb = tcb_learn(c, own_hi);
     for (size_t at = 0; mt_maps_next(&c->maps, &at, &m);) {
         if (!m.readable || !m.writable) continue;
         uintptr_t lo = m.lo, hi = m.hi;

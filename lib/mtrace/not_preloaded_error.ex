@@ -123,7 +123,7 @@ defmodule Mtrace.NotPreloadedError do
   end
 
   defp traced?(release) do
-    :erpc.call(String.to_atom(release), Mtrace, :stats, [], 2_000).preloaded
+    :erpc.call(String.to_atom(release), Mtrace, :stats, [], 2_000).recording
   catch
     _, _ -> nil
   end

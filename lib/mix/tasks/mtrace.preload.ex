@@ -10,10 +10,10 @@ defmodule Mix.Tasks.Mtrace.Preload do
 
   `LD_PRELOAD` is the file the NIF loads (`Mtrace.library_path/0`), wherever the dependency
   lives (path, git, or this repository itself). What NIFs allocate through the NIF API
-  (`enif_alloc`, resources) is seen with the VM's default flags. With `--vm-flags`, also
-  `ERL_AFLAGS='+MRe false +MBe false'`: the VM's `driver_alloc` and `binary_alloc` then hand
-  their blocks to `malloc`, so that binaries (`enif_alloc_binary`, refc binaries) and what the
-  VM itself allocates there are seen too. With `--erlang`, stacks go on into the Erlang
+  (`enif_alloc`, resources, `enif_alloc_binary`) is seen with the VM's default flags. With
+  `--vm-flags`, also `ERL_AFLAGS='+MRe false +MBe false'`: the VM's `driver_alloc` and
+  `binary_alloc` then hand their blocks to `malloc`, so that what the VM itself allocates there
+  (its refc binaries, ports' buffers) is seen too. With `--erlang`, stacks go on into the Erlang
   functions that called the NIF (`MTRACE_UNWIND=erlang`, and `+JPperf map` for the names). With
   `--export`, `export` lines instead, for `eval "$(mix mtrace.preload --export)"` in a
   script. A release does the same with the block of mtrace's `rel/env.sh.eex`.
