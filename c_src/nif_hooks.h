@@ -14,9 +14,10 @@
  * enif_make_binary (the VM's from then on).
  *
  * Contract
- * - mt_nif_hooks_find() returns nonzero when the process's executable defines the three
- *   functions (a BEAM), and then fills mt_nif_hooks[] (kind - MT_HOOKS: the VM's function, this
- *   copy's hook) and *vm_base (the executable's load bias). No allocation; any thread.
+ * - mt_nif_hooks_find() returns nonzero when one object, the first in load order to define them
+ *   (the VM's executable), defines every function of MT_FOR_EACH_NIF_HOOK, and then fills
+ *   mt_nif_hooks[] (kind - MT_HOOKS: the VM's function, this copy's hook) and *vm_base (that
+ *   object's load bias). No allocation; any thread.
  * - The hooks behave as the malloc family's (recorder.h): what the NIF gets back is what the VM
  *   gave, errno untouched; they record nothing while the thread is inside mtrace.
  */
