@@ -695,9 +695,24 @@ static void note_gap(void *arg, enum mt_beam_gap_kind kind, const void *p, size_
 }
 
 /* A carrier's free block, [at, at + n words), which the carrier walk zeroes (layouts.h). */
+static size_t first_after(const struct mt_snapshot *s, uintptr_t a);
+
+/* A free block of a carrier, n words at `at`: its words are stale; and a block of the VM's
+ * recorded there was freed by a path the hooks did not see (a NIF API function reached through
+ * a copy of its address): a free missed, whose record goes (mt_forget_missed), and which is not
+ * reported lost. */
 static void note_free(void *arg, const uintptr_t *w, size_t n, uintptr_t at)
 {
-    discount_words(arg, MT_RULE_FREE_VM_BLOCKS, w, n, at);
+    struct ctx *c = arg;
+    discount_words(c, MT_RULE_FREE_VM_BLOCKS, w, n, at);
+    for (size_t i = c->nvm ? first_after(c->s, at) : c->s->heap; i < c->s->heap; i++) {
+        const struct mt_record *b = &c->s->rec[i];
+        if (b->addr >= at + n * sizeof *w) break;
+        if (!b->vm || b->addr < at || (c->st[i] != UNSEEN && c->st[i] != STICKY)) continue;
+        c->st[i] = MT_REACH_REACHABLE;
+        if (c->r->missed_frees < MT_REACH_MISSED) c->r->missed[c->r->missed_frees] = *b;
+        c->r->missed_frees++;
+    }
 }
 
 /* The places (rules.h) of a carrier of allocator al: terms in eheap_alloc's, ets_alloc's and
@@ -763,7 +778,6 @@ static size_t before_carrier(const char *buf, size_t got, uintptr_t lo, uintptr_
 }
 
 /* Reads and scans [lo, hi), a page at a time past what cannot be read. */
-static size_t first_after(const struct mt_snapshot *s, uintptr_t a);
 
 /* The VM's blocks in len bytes read at `at` to buf, but for the one being read, zeroed: they lie
  * in its carriers, which are read whole as roots so that their places and free blocks are

@@ -195,6 +195,7 @@ defmodule Mtrace.Test.Lost do
   def lose_resource(_size), do: :erlang.nif_error(:not_loaded)
   def resource_header(_size), do: :erlang.nif_error(:not_loaded)
   def enif_blocks(_lost, _kept, _size), do: :erlang.nif_error(:not_loaded)
+  def freed_behind(_n, _size), do: :erlang.nif_error(:not_loaded)
   def lose_on_stack(_size), do: :erlang.nif_error(:not_loaded)
   def storm(_threads), do: :erlang.nif_error(:not_loaded)
   def many(_kept, _lost, _size), do: :erlang.nif_error(:not_loaded)

@@ -1599,6 +1599,25 @@ static ERL_NIF_TERM enif_blocks(ErlNifEnv *env, int argc, const ERL_NIF_TERM arg
     return ok(env);
 }
 
+/* freed_behind(n, size): n blocks of enif_alloc (at most 64), then each freed through the VM's own
+ * enif_free, its address looked up by name (a copy of it, as a library may keep one): frees no
+ * hook sees. */
+static ERL_NIF_TERM freed_behind(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    unsigned n, size;
+    (void)argc;
+    void (*vm_free)(void *) = (void (*)(void *))dlsym(RTLD_DEFAULT, "enif_free");
+    if (!enif_get_uint(env, argv[0], &n) || !enif_get_uint(env, argv[1], &size) || !vm_free)
+        return enif_make_badarg(env);
+    void *blocks[64];
+    if (n > 64) return enif_make_badarg(env);
+    for (unsigned i = 0; i < n; i++)
+        blocks[i] = lost_enif(size);
+    for (unsigned i = 0; i < n; i++)
+        vm_free(blocks[i]);
+    return ok(env);
+}
+
 NAMED static void *dead_block(size_t size)
 {
     void *p = malloc(size);
@@ -2057,6 +2076,7 @@ static ErlNifFunc funcs[] = {
     {"lose_resource", 1, lose_resource, 0},
     {"resource_header", 1, resource_header, 0},
     {"enif_blocks", 3, enif_blocks, 0},
+    {"freed_behind", 2, freed_behind, 0},
     {"lose_on_stack", 1, lose_on_stack, 0},
     {"storm", 1, storm, 0},
     {"many", 3, many, ERL_NIF_DIRTY_JOB_CPU_BOUND},
