@@ -24,8 +24,7 @@ Process.sleep(1100)
 {sites, info} = Mtrace.leaks_info()
 listed = Enum.sum(Enum.map(sites, & &1.blocks))
 
-IO.puts("iex> Mtrace.leaks()")
-IO.inspect(sites, limit: 13, width: 100)
+Demo.show(sites)
 
 IO.puts("""
 

@@ -26,8 +26,7 @@ since = serve.(300)
 Process.sleep(1100)
 sites = Mtrace.leaks()
 listed = Enum.sum(Enum.map(sites, & &1.blocks))
-IO.puts("iex> Mtrace.leaks()")
-IO.inspect(sites, limit: 12, width: 100)
+Demo.show(sites)
 
 IO.puts("""
 

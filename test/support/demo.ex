@@ -15,6 +15,17 @@ defmodule Mtrace.Test.Demo do
     end
   end
 
+  # The sites as iex shows them, each with its first five frames: a limit of inspect's would cut
+  # the stacks by how many fields come before them (Elixir 1.18 spends one budget on them all).
+  def show(sites) do
+    IO.puts("iex> Mtrace.leaks()")
+
+    IO.inspect(Enum.map(sites, &%{&1 | stack: Enum.take(&1.stack, 5)}),
+      width: 100,
+      limit: :infinity
+    )
+  end
+
   def explain(lost, listed) when listed >= length(lost), do: :ok
 
   def explain(lost, listed) do
