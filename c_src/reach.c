@@ -697,22 +697,28 @@ static void note_gap(void *arg, enum mt_beam_gap_kind kind, const void *p, size_
 /* A carrier's free block, [at, at + n words), which the carrier walk zeroes (layouts.h). */
 static size_t first_after(const struct mt_snapshot *s, uintptr_t a);
 
-/* A free block of a carrier, n words at `at`: its words are stale; and a block of the VM's
- * recorded there was freed by a path the hooks did not see (a NIF API function reached through
- * a copy of its address): a free missed, whose record goes (mt_forget_missed), and which is not
- * reported lost. */
-static void note_free(void *arg, const uintptr_t *w, size_t n, uintptr_t at)
+/* [lo, hi), memory the VM's allocators hold free (a free block of a carrier, a carrier let go
+ * of): a block of the VM's recorded there was freed by a path the hooks did not see (a NIF API
+ * function reached through a copy of its address), a free missed, whose record goes
+ * (mt_forget_missed), and which is not reported lost. */
+static void vm_blocks_freed(struct ctx *c, uintptr_t lo, uintptr_t hi)
 {
-    struct ctx *c = arg;
-    discount_words(c, MT_RULE_FREE_VM_BLOCKS, w, n, at);
-    for (size_t i = c->nvm ? first_after(c->s, at) : c->s->heap; i < c->s->heap; i++) {
+    for (size_t i = c->nvm ? first_after(c->s, lo) : c->s->heap; i < c->s->heap; i++) {
         const struct mt_record *b = &c->s->rec[i];
-        if (b->addr >= at + n * sizeof *w) break;
-        if (!b->vm || b->addr < at || (c->st[i] != UNSEEN && c->st[i] != STICKY)) continue;
+        if (b->addr >= hi) break;
+        if (!b->vm || b->addr < lo || (c->st[i] != UNSEEN && c->st[i] != STICKY)) continue;
         c->st[i] = MT_REACH_REACHABLE;
         if (c->r->missed_frees < MT_REACH_MISSED) c->r->missed[c->r->missed_frees] = *b;
         c->r->missed_frees++;
     }
+}
+
+/* A free block of a carrier, n words at `at`: its words are stale. */
+static void note_free(void *arg, const uintptr_t *w, size_t n, uintptr_t at)
+{
+    struct ctx *c = arg;
+    discount_words(c, MT_RULE_FREE_VM_BLOCKS, w, n, at);
+    vm_blocks_freed(c, at, at + n * sizeof *w);
 }
 
 /* The places (rules.h) of a carrier of allocator al: terms in eheap_alloc's, ets_alloc's and
@@ -831,6 +837,7 @@ static void scan_range(struct ctx *c, uintptr_t lo, uintptr_t hi, uint64_t *byte
         if (carrier && !carrier_held(c, lo, head)) {
             c->r->vm_free_bytes += carrier;
             note_unread(c, MT_RULE_RELEASED_CARRIERS, lo, lo + carrier);
+            vm_blocks_freed(c, lo, lo + carrier);
             lo += carrier;
             continue;
         }
