@@ -283,12 +283,12 @@ static enum mt_attach_error find_targets(int malloc_family)
     }
     malloc_targets = ntargets;
     nif_targets = mt_nif_hooks_find(&vm_base);
-    /* the resources' hooks ask which release runs */
-    if (nif_targets) mt_beam_vm_learn();
-    if (nif_targets)
+    if (nif_targets) {
+        mt_beam_vm_learn(); /* the resources' hooks ask which release runs */
         for (int i = 0; i < MT_NIF_HOOKS; i++)
             targets[ntargets++] = (struct target){mt_nif_hooks[i].name, mt_nif_hooks[i].vm,
                                                   mt_nif_hooks[i].hook, BUT_THE_VM};
+    }
     dlopen_original = (uintptr_t)dlsym(libc, "dlopen");
     if (dlopen_original)
         targets[ntargets++] = (struct target){"dlopen", dlopen_original, (uintptr_t)attached_dlopen,

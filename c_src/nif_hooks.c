@@ -123,87 +123,24 @@ static void resource_end(void *obj)
         mt_thread.guard = 0;
 }
 
-#define DTOR(i)                                                                                    \
-    static void dtor_##i(ErlNifEnv *env, void *obj)                                                \
+/* Trampoline 8 * a + b; eight of them, then all sixty-four. */
+#define DTOR(a, b)                                                                                 \
+    static void dtor_##a##b(ErlNifEnv *env, void *obj)                                             \
     {                                                                                              \
         resource_end(obj);                                                                         \
-        ErlNifResourceDtor *own = __atomic_load_n(&types[i].dtor, __ATOMIC_ACQUIRE);               \
+        ErlNifResourceDtor *own = __atomic_load_n(&types[8 * a + b].dtor, __ATOMIC_ACQUIRE);       \
         if (own) own(env, obj);                                                                    \
     }
-DTOR(0)
-DTOR(1)
-DTOR(2)
-DTOR(3)
-DTOR(4)
-DTOR(5)
-DTOR(6)
-DTOR(7)
-DTOR(8)
-DTOR(9)
-DTOR(10)
-DTOR(11)
-DTOR(12)
-DTOR(13)
-DTOR(14)
-DTOR(15)
-DTOR(16)
-DTOR(17)
-DTOR(18)
-DTOR(19)
-DTOR(20)
-DTOR(21)
-DTOR(22)
-DTOR(23)
-DTOR(24)
-DTOR(25)
-DTOR(26)
-DTOR(27)
-DTOR(28)
-DTOR(29)
-DTOR(30)
-DTOR(31)
-DTOR(32)
-DTOR(33)
-DTOR(34)
-DTOR(35)
-DTOR(36)
-DTOR(37)
-DTOR(38)
-DTOR(39)
-DTOR(40)
-DTOR(41)
-DTOR(42)
-DTOR(43)
-DTOR(44)
-DTOR(45)
-DTOR(46)
-DTOR(47)
-DTOR(48)
-DTOR(49)
-DTOR(50)
-DTOR(51)
-DTOR(52)
-DTOR(53)
-DTOR(54)
-DTOR(55)
-DTOR(56)
-DTOR(57)
-DTOR(58)
-DTOR(59)
-DTOR(60)
-DTOR(61)
-DTOR(62)
-DTOR(63)
+#define EIGHT(X, a) X(a, 0) X(a, 1) X(a, 2) X(a, 3) X(a, 4) X(a, 5) X(a, 6) X(a, 7)
+#define ALL(X)                                                                                     \
+    EIGHT(X, 0) EIGHT(X, 1) EIGHT(X, 2) EIGHT(X, 3) EIGHT(X, 4) EIGHT(X, 5) EIGHT(X, 6) EIGHT(X, 7)
+ALL(DTOR)
+#define NAME(a, b) dtor_##a##b,
+static ErlNifResourceDtor *const trampolines[TYPES] = {ALL(NAME)};
+#undef NAME
+#undef ALL
+#undef EIGHT
 #undef DTOR
-
-static ErlNifResourceDtor *const trampolines[TYPES] = {
-    dtor_0,  dtor_1,  dtor_2,  dtor_3,  dtor_4,  dtor_5,  dtor_6,  dtor_7,  dtor_8,  dtor_9,
-    dtor_10, dtor_11, dtor_12, dtor_13, dtor_14, dtor_15, dtor_16, dtor_17, dtor_18, dtor_19,
-    dtor_20, dtor_21, dtor_22, dtor_23, dtor_24, dtor_25, dtor_26, dtor_27, dtor_28, dtor_29,
-    dtor_30, dtor_31, dtor_32, dtor_33, dtor_34, dtor_35, dtor_36, dtor_37, dtor_38, dtor_39,
-    dtor_40, dtor_41, dtor_42, dtor_43, dtor_44, dtor_45, dtor_46, dtor_47, dtor_48, dtor_49,
-    dtor_50, dtor_51, dtor_52, dtor_53, dtor_54, dtor_55, dtor_56, dtor_57, dtor_58, dtor_59,
-    dtor_60, dtor_61, dtor_62, dtor_63};
 
 /* A slot for a type about to be opened with the NIF's destructor own (TYPES when none is left),
  * and what the VM is to be given instead. */
