@@ -134,7 +134,7 @@ static size_t text_length(const unsigned char *b, size_t len)
 uintptr_t mt_layout_string_end(const uintptr_t *w, size_t n)
 {
     size_t len = n * sizeof *w, j = text_length((const unsigned char *)w, len);
-    if (j >= 4 && j < len) return j / sizeof *w;
+    if (j >= sizeof *w && j < len) return j / sizeof *w;
     if (n == TZ_BLOCK / sizeof *w && w[1] - 3u < 5u &&
         text_length((const unsigned char *)&w[2], sizeof *w) == w[1])
         return 2;

@@ -169,11 +169,13 @@ int mt_layout_atom_named(const uintptr_t *w, const unsigned char *name, size_t l
  * with the NUL's word they make an address as often as the string's last bytes are an address's
  * low ones (a loader's "/lib/x86_64-linux-gnu/liblzma.so.5" ended so in a lost block).
  * mt_layout_string_end(): the index of the word that holds the NUL when the n words at w are a
- * string's block: printable text from its first byte (at least 4 bytes of it) up to a NUL, or
- * libc's time zone name, a 24-byte block {next, length, name} whose name has that length (3 to
- * 7 printable bytes) and its NUL; UINTPTR_MAX when they are not. A pointer is a whole aligned word
- * and text holds no NUL, so no pointer lies before that word. mt_layout_text_mask(): the mask of
- * the NUL's word's bytes before its first NUL, the string's. */
+ * string's block: printable text from its first byte, a whole word of it at least, up to a NUL,
+ * or libc's time zone name, a 24-byte block {next, length, name} whose name has that length (3 to
+ * 7 printable bytes) and its NUL; UINTPTR_MAX when they are not. A pointer's two high bytes are
+ * zero, so a first word of text is none, though a shorter text may be one: the low bytes of an
+ * address in a heap mapped at 0x5600_xxxx_xxxx are often four letters and a NUL. Text holds no
+ * NUL, so no pointer lies before the NUL's word. mt_layout_text_mask(): the mask of the NUL's
+ * word's bytes before its first NUL, the string's. */
 uintptr_t mt_layout_string_end(const uintptr_t *w, size_t n);
 uintptr_t mt_layout_text_mask(uintptr_t word);
 

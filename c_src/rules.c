@@ -49,8 +49,8 @@ const struct mt_rule_row mt_rules[MT_RULES] = {
                                 "a segment of _dl_find_object's data whose first entry the loader "
                                 "itself returns"},
     [MT_RULE_STRING_END] = {"string_end", MT_PLACE_UNRECORDED, 0,
-                            "a block without a record that is text from its first byte; the bytes "
-                            "after the NUL in the NUL's word"},
+                            "a block without a record that is text from its first byte, a word of "
+                            "it at least; the bytes after the NUL in the NUL's word"},
     [MT_RULE_LIBC_STRINGS] = {"libc_strings", MT_PLACE_LISTED, 0,
                               "the loader's object names and the locale's names, listed by "
                               "dl_iterate_phdr and setlocale, still text"},

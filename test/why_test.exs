@@ -445,6 +445,14 @@ defmodule Mtrace.WhyTest do
     three_found("Lost.lose_in_counted_text(33 * 1024 * 1024)")
   end
 
+  test "a pointer that reads as four letters and a NUL, first in a block without a record, keeps its block" do
+    # keep_by_text_pointer/1: every pointer into a heap mapped between 0x5600_0000_0000 and
+    # 0x5600_ffff_ffff has a zero fifth byte, and its low four may be letters: such a block's
+    # first word reads as a short string ("dcba" here). A text of at least a whole word is no
+    # pointer (a pointer's two high bytes are zero); a shorter one proves nothing.
+    three_kept("Lost.keep_by_text_pointer(33 * 1024 * 1024)")
+  end
+
   test "a heap binary's words in memory a NIF made keep their block: nothing proves them the VM's" do
     # lose_in_heap_binary/1: the word that holds each block is planted as the rule `heap_binary`
     # knows it (docs/rules.md), in memory the test NIF made. The rule applies only in carriers of

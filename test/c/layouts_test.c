@@ -613,6 +613,12 @@ static void text_ends(void)
     check(mt_layout_string_end(pair, 2) == UINTPTR_MAX, "a pointer after a pointer is read");
     memcpy(&pair[0], "ab\0\0\0\0\0c", 8);
     check(mt_layout_string_end(pair, 2) == UINTPTR_MAX, "so is a block of less than 4 bytes text");
+    pair[0] = 0x560061626364; /* "dcba\0V": a pointer into a heap mapped at 0x5600_xxxx_xxxx */
+    check(mt_layout_string_end(pair, 2) == UINTPTR_MAX, "and one of less than a word");
+    memcpy(&pair[0], "abcdefgh", 8);
+    pair[1] = 0x7f0012345600;
+    check(mt_layout_string_end(pair, 2) == 1 && mt_layout_text_mask(pair[1]) == 0,
+          "a word of text then a NUL ends it");
     /* a C struct: a count, then a name inline, then a pointer */
     uintptr_t st[4] = {7, 0, 0, 0x7f0012345600};
     memcpy(&st[1], "abcdefghabcdefgh", 16);

@@ -46,6 +46,7 @@ defmodule Mtrace.Test.Lost do
   def lose_in_float_regs(_size), do: :erlang.nif_error(:not_loaded)
   def lose_in_text_tail(_size), do: :erlang.nif_error(:not_loaded)
   def lose_in_counted_text(_size), do: :erlang.nif_error(:not_loaded)
+  def keep_by_text_pointer(_size), do: :erlang.nif_error(:not_loaded)
   def lose_in_library_name(_path), do: :erlang.nif_error(:not_loaded)
   def hold_scheduler(_ms), do: :erlang.nif_error(:not_loaded)
   def lose_in_binary_tail(_size), do: :erlang.nif_error(:not_loaded)

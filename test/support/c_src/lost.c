@@ -583,34 +583,69 @@ static ERL_NIF_TERM lose_in_text_tail(ErlNifEnv *env, int argc, const ERL_NIF_TE
     return lose_by(env, argv, make_in_text_tail);
 }
 
-/* lose_in_counted_text(size): a block of size bytes (33 MiB or more: glibc maps it, whatever its
- * threshold) whose address only a word after a short string holds, in a block that has no record,
- * which a static keeps: libc's time zone name as a node not yet attached to keeps it, {0, 3,
- * "UTC\0" then an old pointer's high half}. Such a word points 0x435455 bytes past a 4 GiB
- * boundary, so the block's mapping is moved (mremap, as glibc's realloc moves one) to 4 MiB past
- * one, in address space reserved for that; it then has no record (its old address, in no chunk,
- * is a free mtrace missed). Returns the address xor MASK. */
+/* A block of size bytes (33 MiB or more: glibc maps it, whatever its threshold) whose mapping is
+ * moved (mremap, as glibc's realloc moves one) to `past` bytes after a boundary of `align`, in
+ * address space reserved for that; it then has no record (its old address, in no chunk, is a free
+ * mtrace missed). Returns the block, or NULL. */
+static char *block_past(size_t size, uintptr_t align, uintptr_t past)
+{
+    char *p = raw_block(size);
+    char *r = mmap(NULL, align + past + size + (1u << 20), PROT_NONE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (!p || r == MAP_FAILED || !(((size_t *)(void *)p)[-1] & 2)) return NULL;
+    /* a mapped chunk's header: its mapping starts prev_size before it, prev_size + size long */
+    size_t before = ((size_t *)(void *)p)[-2],
+           len = before + (((size_t *)(void *)p)[-1] & ~(size_t)7);
+    char *at = (char *)(((uintptr_t)r + align - 1) & ~(align - 1)) + past;
+    if (mremap(p - 16 - before, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, at) != at) return NULL;
+    munmap(r, (size_t)(at - r));
+    munmap(at + len, (size_t)(r + align + past + size + (1u << 20) - (at + len)));
+    return at + before + 16;
+}
+
+/* lose_in_counted_text(size): a block of size bytes (33 MiB or more) whose address only a word
+ * after a short string holds, in a block that has no record, which a static keeps: libc's time
+ * zone name as a node not yet attached to keeps it, {0, 3, "UTC\0" then an old pointer's high
+ * half}. Such a word points 0x435455 bytes past a 4 GiB boundary, so the block lies 4 MiB past
+ * one (block_past). Returns the address xor MASK. */
 static void make_in_counted_text(void *arg)
 {
     struct in_vm *v = arg;
     const uintptr_t four = (uintptr_t)1 << 32;
     if (text_tails_used == TEXT_TAILS || v->size < (33u << 20)) return;
-    char *p = raw_block(v->size);
+    char *p = block_past(v->size, four, 4 << 20);
     uintptr_t *t = __libc_malloc(3 * sizeof *t);
-    char *r = mmap(NULL, 2 * four, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (!p || !t || r == MAP_FAILED || !(((size_t *)(void *)p)[-1] & 2)) return;
-    /* a mapped chunk's header: its mapping starts prev_size before it, prev_size + size long */
-    size_t before = ((size_t *)(void *)p)[-2],
-           len = before + (((size_t *)(void *)p)[-1] & ~(size_t)7);
-    char *at = (char *)(((uintptr_t)r + four - 1) & ~(four - 1)) + (4 << 20);
-    if (mremap(p - 16 - before, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, at) != at) return;
-    munmap(r, (size_t)(at - r));
-    munmap(at + len, (size_t)(r + 2 * four - (at + len)));
+    if (!p || !t) return;
     t[0] = 0;
     t[1] = 3;
-    t[2] = ((uintptr_t)at & ~(four - 1)) | 0x00435455;
+    t[2] = ((uintptr_t)p & ~(four - 1)) | 0x00435455;
     text_tails[text_tails_used++] = t;
-    v->masked = (uint64_t)(uintptr_t)(at + before + 16) ^ MASK;
+    v->masked = (uint64_t)(uintptr_t)p ^ MASK;
+}
+
+/* keep_by_text_pointer(size): a block of size bytes (33 MiB or more) held only by the first word
+ * of a block without a record, which a static keeps: a pointer whose low four bytes are letters
+ * and whose fifth is zero, as every pointer into a heap mapped between 0x5600_0000_0000 and
+ * 0x5600_ffff_ffff may be; read as bytes, "dcba\0" and the pointer's high byte. The block lies
+ * just below 0x61626364 past a 1 TiB boundary (block_past). Returns the address xor MASK. */
+static void make_by_text_pointer(void *arg)
+{
+    struct in_vm *v = arg;
+    const uintptr_t tib = (uintptr_t)1 << 40, text = 0x61626364;
+    if (text_tails_used == TEXT_TAILS || v->size < (33u << 20)) return;
+    char *p = block_past(v->size, tib, (text - (1u << 20)) & ~(uintptr_t)0xFFF);
+    uintptr_t *t = __libc_malloc(2 * sizeof *t);
+    if (!p || !t) return;
+    t[0] = ((uintptr_t)p & ~(tib - 1)) | text;
+    t[1] = 0;
+    text_tails[text_tails_used++] = t;
+    v->masked = (uint64_t)(uintptr_t)p ^ MASK;
+}
+
+static ERL_NIF_TERM keep_by_text_pointer(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    return lose_by(env, argv, make_by_text_pointer);
 }
 
 static ERL_NIF_TERM lose_in_counted_text(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
@@ -2118,6 +2153,7 @@ static ErlNifFunc funcs[] = {
     {"lose_in_old_heap", 3, lose_in_old_heap, 0},
     {"lose_in_text_tail", 1, lose_in_text_tail, 0},
     {"lose_in_counted_text", 1, lose_in_counted_text, 0},
+    {"keep_by_text_pointer", 1, keep_by_text_pointer, 0},
     {"lose_in_library_name", 1, lose_in_library_name, 0},
     {"free_behind", 1, free_behind, 0},
     {"lose_binary", 1, lose_binary, 0},
