@@ -589,9 +589,10 @@ static ERL_NIF_TERM lose_in_text_tail(ErlNifEnv *env, int argc, const ERL_NIF_TE
  * mtrace missed). Returns the block, or NULL. */
 static char *block_past(size_t size, uintptr_t align, uintptr_t past)
 {
+    /* room for a boundary, past, and the mapping: the block, its header and its page's rest */
+    const size_t span = align + past + size + (1u << 20);
     char *p = raw_block(size);
-    char *r = mmap(NULL, align + past + size + (1u << 20), PROT_NONE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    char *r = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (!p || r == MAP_FAILED || !(((size_t *)(void *)p)[-1] & 2)) return NULL;
     /* a mapped chunk's header: its mapping starts prev_size before it, prev_size + size long */
     size_t before = ((size_t *)(void *)p)[-2],
@@ -599,7 +600,7 @@ static char *block_past(size_t size, uintptr_t align, uintptr_t past)
     char *at = (char *)(((uintptr_t)r + align - 1) & ~(align - 1)) + past;
     if (mremap(p - 16 - before, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, at) != at) return NULL;
     munmap(r, (size_t)(at - r));
-    munmap(at + len, (size_t)(r + align + past + size + (1u << 20) - (at + len)));
+    munmap(at + len, (size_t)(r + span - (at + len)));
     return at + before + 16;
 }
 
