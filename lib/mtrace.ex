@@ -24,7 +24,7 @@ defmodule Mtrace do
   """
 
   require Logger
-  alias Mtrace.{Cluster, Mark, Nif, Options, Site, Sites}
+  alias Mtrace.{Cluster, Mark, Nif, Options, Site, Sites, Target}
 
   @coarse_tick_ms 5
 
@@ -482,103 +482,8 @@ defmodule Mtrace do
     end
   end
 
-  # Before a mark: the VM's process heaps learnt (their unused parts are not read); with gc: the
-  # caller collected first, then every other process, each where it runs, at once (a collection's
-  # old heap may stay allocated for a while after it, freed into the allocator instance of the
-  # scheduler that made it, which frees it when it next runs: the caller's, collected right
-  # before the mark, would still hold the words the collection moved); then every scheduler's
-  # stack scrubbed. The requests go out from a process of their own: an answer that comes after
-  # it stops waiting lands in that process's mailbox, which dies with it, not in the caller's.
-  defp prepare_mark(opts) do
-    Mtrace.BeamHeaps.learn()
-    caller = self()
-    if opts[:gc], do: :erlang.garbage_collect()
-
-    {_, monitor} =
-      spawn_monitor(fn ->
-        if opts[:gc], do: collect_others(caller)
-        scrub_schedulers()
-      end)
-
-    receive do
-      {:DOWN, ^monitor, :process, _, _} -> :ok
-    end
-  end
-
-  defp collect_others(caller) do
-    refs =
-      for pid <- Process.list(), pid not in [self(), caller] do
-        ref = make_ref()
-        :erlang.garbage_collect(pid, async: ref)
-        ref
-      end
-
-    await(refs, 5_000)
-  end
-
-  # A scheduler's stack keeps, in the slots of the frames it sleeps in, words that a NIF which
-  # ran on it left there (a lost block's address among them); and the JIT's register block, on
-  # that stack, keeps a pointer into the last binary the scheduler built, which may have been
-  # freed and its memory given to a block lost since. Each scheduler, in a process bound to it,
-  # builds a small binary (on that process's heap: the pointer then leads there) and runs
-  # scrub_nif/2 (scrub_here/1), and then lays its sleeping frames over zeros. spawn_opt takes
-  # {:scheduler, id} without documenting it: where it is refused, nothing is scrubbed. A user's
-  # dirty NIF leaves its words on a dirty scheduler's stack alike: as many calls as there are dirty
-  # schedulers of each kind meet in a NIF that then zeroes its stack, each on a scheduler of its
-  # own.
-  defp scrub_schedulers do
-    asker = self()
-
-    bound =
-      for id <- 1..:erlang.system_info(:schedulers_online),
-          ref = make_ref(),
-          scrub = fn -> send(asker, {:scrubbed, ref, scrub_here(id)}) end,
-          match?({:ok, _}, bound_spawn(scrub, id)),
-          do: ref
-
-    dirty =
-      for {kind, scrub} <- [
-            dirty_cpu_schedulers_online: &Nif.scrub_dirty_cpu_nif/2,
-            dirty_io_schedulers: &Nif.scrub_dirty_io_nif/2
-          ],
-          n = :erlang.system_info(kind),
-          round = :erlang.unique_integer([:positive]),
-          _ <- 1..n//1 do
-        ref = make_ref()
-        spawn(fn -> send(asker, {:scrubbed, ref, scrub.(round, n)}) end)
-        ref
-      end
-
-    await(bound ++ dirty, 1_000)
-  end
-
-  # The same register block holds 1024 float registers that programs hardly use: they keep what
-  # the scheduler thread's start left there (beam_regs.h). The float computed here is the last
-  # that float instructions make before the call, which the JIT leaves in the first of them:
-  # scrub_nif/2 finds them by it, and the mark does not read them.
-  defp scrub_here(id) do
-    f0 = :erlang.float(:erlang.unique_integer([:positive])) * 1.0e-3 + 0.123456789
-    Nif.scrub_nif(<<id::64, id::64>>, f0)
-  end
-
-  defp bound_spawn(fun, scheduler) do
-    {:ok, :erlang.spawn_opt(fun, [{:scheduler, scheduler}])}
-  rescue
-    ArgumentError -> :refused
-  end
-
-  # An answer {_, ref, _} for each ref, waited for at most ms in all.
-  defp await(refs, ms) do
-    deadline = System.monotonic_time(:millisecond) + ms
-
-    for ref <- refs do
-      receive do
-        {_, ^ref, _} -> :ok
-      after
-        max(deadline - System.monotonic_time(:millisecond), 0) -> :ok
-      end
-    end
-  end
+  # The node's own steps before a mark (src/mtrace_node.erl), in the node the mark reads.
+  defp prepare_mark(opts), do: Target.call(:mtrace_node, :prepare, [opts[:gc] == true])
 
   # The NIF's chains ({root, links}, or nil) as Mtrace.Path structs, their stacks and the code of
   # their stack roots' frames named at once.
@@ -1203,36 +1108,7 @@ defmodule Mtrace do
       else: stats_here()
   end
 
-  defp stats_here do
-    {perf_map, stats} = Map.pop(Nif.stats_nif(), :perf_map)
-
-    Map.merge(stats, %{
-      nif_alloc_visible: visible(stats, :driver_alloc),
-      resources_visible: visible(stats, :binary_alloc),
-      erlang_frames: erlang_frames(stats.unwind, perf_map)
-    })
-  end
-
-  # How what the NIF API serves from the VM's allocator is seen: through the hooks, or in malloc
-  # when the allocator is off.
-  defp visible(stats, allocator) do
-    cond do
-      stats.recording and stats.nif_api_hooked -> :hooks
-      :erlang.system_info({:allocator, allocator}) == false -> :vm_flags
-      true -> false
-    end
-  end
-
-  # perf_map: the library's own answer, which the unwinder follows (the node holds the file open).
-  defp erlang_frames(:erlang, perf_map) do
-    cond do
-      :erlang.system_info(:emu_flavor) != :jit -> :no_jit
-      perf_map -> :on
-      true -> :no_perf_map
-    end
-  end
-
-  defp erlang_frames(_unwind, _perf_map), do: :off
+  defp stats_here, do: Target.call(:mtrace_node, :stats, [])
 
   @doc """
   Empties the table of live allocations and returns how many records it held.

@@ -294,6 +294,31 @@ defmodule Mtrace.FormatsTest do
     assert Enum.map(stack, & &1.address) |> hd() == 0x7F00000D601
   end
 
+  test "sites written as a report's text (bin/mtrace --node) read back as they were" do
+    text = """
+    # mtrace report v1
+    42 bytes in 2 blocks lost (1 direct, 1 indirect) (1 possibly: string_end), site 1 of 2
+        at 0x7f00000d601: malloc (hooks.c:73) /opt/m t/mtrace.so+0xd601
+        by 0x7f100001234: operator()(int) (/usr/lib/libx.so)
+        by 0x7f200002000: /usr/lib/liby.so+0x2000
+        by 0x7f300000010: gone (gone.c:9) /tmp/gone.so+0x10 [unloaded]
+        by 0x7f500000030: ?? (unloaded or replaced)
+        by 0x7f600000040: ?? (no module)
+        by 0x7f650000040: global::call_nif_shared (erlang)
+        by 0x7f680000040: 'Elixir.Mtrace.Test.Chain':c/1 (chain.ex:11) (erlang)
+        by 0x7f690000040: lists:map/2 (erlang)
+        by 0x7f700000050: main (main.c:5) /p/prog+0x50
+    4104 bytes in 1 block lost (1 direct, 0 indirect), site 2 of 2
+    """
+
+    sites = Mtrace.Report.sites(text)
+    assert [%{certainty: :possible, rules: [:string_end]}, %{certainty: :definite}] = sites
+    written = sites |> Mtrace.Format.Text.render(title: "n@h, pid 7, on request") |> to_string()
+    assert written =~ "\nmtrace report 1: n@h, pid 7, on request\n"
+    assert written =~ "  lost now: 4146 bytes in 3 blocks (2 direct, 1 indirect)\n"
+    assert Mtrace.Report.sites(written) == sites
+  end
+
   test "a text report's inlined functions read back as inlined frames of their caller's address" do
     text = """
     # mtrace report v1

@@ -27,7 +27,7 @@ defmodule Mtrace.SeccompTest do
               alias Mtrace.Test.Leaky
               {:ok, status} = :file.read_file("/proc/self/status")
               text = Bitwise.bxor(Leaky.alloc(:strdup, 30), 1)
-              learnt = Mtrace.BeamHeaps.learn()
+              learnt = :mtrace_node.learn()
               :ok = Mtrace.attach()
               _ = Leaky.alloc(:malloc, 4321)
               Process.sleep(1100)

@@ -13,7 +13,7 @@ defmodule Mtrace.CLI do
       )
 
     with [input] <- files,
-         {:ok, format} <- format(opts[:format]),
+         {:ok, format} <- Mtrace.Format.parse(opts[:format]),
          {:ok, text} <- File.read(input),
          {:ok, sites} <- read(input, text, opts[:reachable]) do
       data = Mtrace.render(sites, format)
@@ -38,17 +38,6 @@ defmodule Mtrace.CLI do
   end
 
   defp write(path, data), do: File.write!(path, data)
-
-  defp format(name) do
-    case Enum.find(Mtrace.Format.names(), &(Atom.to_string(&1) == name)) do
-      nil ->
-        {:error,
-         "--format takes one of #{Enum.join(Mtrace.Format.names(), ", ")}, got: #{inspect(name)}"}
-
-      format ->
-        {:ok, format}
-    end
-  end
 
   defp die(message) do
     IO.puts(:stderr, "mtrace: " <> message)

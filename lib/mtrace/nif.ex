@@ -1,7 +1,9 @@
 defmodule Mtrace.Nif do
   @moduledoc false
-  # The NIF stubs. priv/mtrace.so is loaded by path, so that a node preloaded with the same file
-  # gets the same library (and the same live table) back from dlopen.
+  # The NIF's functions and their types, each a call of src/mtrace_nif.erl's stub in the
+  # recording node (Mtrace.Target): this one, or the one bin/mtrace --node works on.
+
+  alias Mtrace.Target
 
   # The filter every reader passes (Mtrace.Options.filter/1, c_src/filter.h): ages and the time
   # in nanoseconds, a size, then the library, function and Erlang name, each nil when not asked.
@@ -23,12 +25,6 @@ defmodule Mtrace.Nif do
   # with the walk's refusal; or the node is not preloaded, with why.
   @type refusal :: {:error, atom(), String.t() | nil} | {:not_preloaded, String.t()}
 
-  @on_load :load
-  @spec load() :: :ok | {:error, term()}
-  def load do
-    :erlang.load_nif(String.to_charlist(Path.rootname(library_path())), 0)
-  end
-
   @spec library_path() :: Path.t()
   def library_path, do: Path.join(:code.priv_dir(:mtrace), "mtrace.so")
 
@@ -36,7 +32,8 @@ defmodule Mtrace.Nif do
   @spec olds_nif(non_neg_integer(), boolean(), filter()) ::
           [{float(), non_neg_integer(), non_neg_integer(), non_neg_integer(), [name_frame()]}]
           | :not_preloaded
-  def olds_nif(_n, _demangle, _filter), do: :erlang.nif_error(:not_loaded)
+  def olds_nif(n, demangle, filter),
+    do: Target.call(:mtrace_nif, :olds_nif, [n, demangle, filter])
 
   # {now_ns, [{stack_id, bytes_before, blocks_before, bytes_after, blocks_after, oldest_age_ns}]}
   @spec sites_nif(filter(), non_neg_integer()) ::
@@ -46,7 +43,7 @@ defmodule Mtrace.Nif do
               non_neg_integer(), non_neg_integer()}
            ]}
           | :not_preloaded
-  def sites_nif(_filter, _split_ns), do: :erlang.nif_error(:not_loaded)
+  def sites_nif(filter, splitns), do: Target.call(:mtrace_nif, :sites_nif, [filter, splitns])
 
   # With why: true, a third element: [{stack_id, chain}] (the chain of the stack's oldest lost
   # block from its direct lost block, as why_nif/1 gives chains).
@@ -57,42 +54,46 @@ defmodule Mtrace.Nif do
            ], map()}
           | {[tuple()], map(), [{non_neg_integer(), term()}]}
           | refusal()
-  def leaks_nif(_filter, _why), do: :erlang.nif_error(:not_loaded)
+  def leaks_nif(filter, why), do: Target.call(:mtrace_nif, :leaks_nif, [filter, why])
 
   # The ids whose stacks pass the filter's library, function and erlang, in their order.
   @spec stacks_matching_nif(filter(), [non_neg_integer()]) :: [non_neg_integer()]
-  def stacks_matching_nif(_filter, _stack_ids), do: :erlang.nif_error(:not_loaded)
+  def stacks_matching_nif(filter, stackids),
+    do: Target.call(:mtrace_nif, :stacks_matching_nif, [filter, stackids])
 
   @spec frames_nif([non_neg_integer()], boolean()) :: [[frame_info()]]
-  def frames_nif(_stack_ids, _demangle), do: :erlang.nif_error(:not_loaded)
+  def frames_nif(stackids, demangle),
+    do: Target.call(:mtrace_nif, :frames_nif, [stackids, demangle])
 
   # The calling scheduler's stack below this call zeroed (reach.h's mt_reach_scrub), and its float
   # registers found by the float its caller computed just before (beam_regs.h); the binary is the
   # one its caller built just before, on the same scheduler, and is not read.
   @spec scrub_nif(binary(), float()) :: :ok
-  def scrub_nif(_built, _f0), do: :erlang.nif_error(:not_loaded)
+  def scrub_nif(built, f0), do: Target.call(:mtrace_nif, :scrub_nif, [built, f0])
 
   # The same on a dirty scheduler, once `n` calls of `round` are in at once (or after 100 ms):
   # n calls, one per dirty scheduler of the kind, reach each of them (nif.c).
   @spec scrub_dirty_cpu_nif(pos_integer(), pos_integer()) :: :ok
-  def scrub_dirty_cpu_nif(_round, _n), do: :erlang.nif_error(:not_loaded)
+  def scrub_dirty_cpu_nif(round, n),
+    do: Target.call(:mtrace_nif, :scrub_dirty_cpu_nif, [round, n])
+
   @spec scrub_dirty_io_nif(pos_integer(), pos_integer()) :: :ok
-  def scrub_dirty_io_nif(_round, _n), do: :erlang.nif_error(:not_loaded)
+  def scrub_dirty_io_nif(round, n), do: Target.call(:mtrace_nif, :scrub_dirty_io_nif, [round, n])
 
   @spec stats_nif() :: map()
-  def stats_nif, do: :erlang.nif_error(:not_loaded)
+  def stats_nif, do: Target.call(:mtrace_nif, :stats_nif, [])
 
   @spec heap_nif() :: {:ok, map()} | {:error, String.t()}
-  def heap_nif, do: :erlang.nif_error(:not_loaded)
+  def heap_nif, do: Target.call(:mtrace_nif, :heap_nif, [])
 
   @spec reset_nif() :: non_neg_integer() | :not_preloaded
-  def reset_nif, do: :erlang.nif_error(:not_loaded)
+  def reset_nif, do: Target.call(:mtrace_nif, :reset_nif, [])
 
   @spec attach_nif([String.t()]) :: :ok | {:error, String.t()}
-  def attach_nif(_variables), do: :erlang.nif_error(:not_loaded)
+  def attach_nif(variables), do: Target.call(:mtrace_nif, :attach_nif, [variables])
 
   @spec detach_nif() :: :ok | {:error, String.t()}
-  def detach_nif, do: :erlang.nif_error(:not_loaded)
+  def detach_nif, do: Target.call(:mtrace_nif, :detach_nif, [])
 
   @spec why_nif(non_neg_integer()) ::
           {tuple(),
@@ -103,14 +104,15 @@ defmodule Mtrace.Nif do
           | nil
           | :not_a_block
           | refusal()
-  def why_nif(_address), do: :erlang.nif_error(:not_loaded)
+  def why_nif(address), do: Target.call(:mtrace_nif, :why_nif, [address])
 
   # For each stack id, why_nif/1's chain for its oldest reachable block, or nil, from one mark.
   @spec whys_nif([non_neg_integer()]) :: [{non_neg_integer(), tuple() | nil}]
-  def whys_nif(_stack_ids), do: :erlang.nif_error(:not_loaded)
+  def whys_nif(stackids), do: Target.call(:mtrace_nif, :whys_nif, [stackids])
 
   # Teaches the mark the VM's Process layout (c_src/beam_heaps.h), from the caller and two waiting
   # processes: {pid, heap_block, heap_used, recent, stack, old_block, old_used, :normal | :high}.
   @spec heaps_learn_nif(pos_integer(), pos_integer(), [tuple()]) :: :ok | {:error, String.t()}
-  def heaps_learn_nif(_limit, _port_limit, _known), do: :erlang.nif_error(:not_loaded)
+  def heaps_learn_nif(limit, portlimit, known),
+    do: Target.call(:mtrace_nif, :heaps_learn_nif, [limit, portlimit, known])
 end

@@ -111,27 +111,29 @@ defmodule Mtrace.Report do
          {bytes, ""} <- Integer.parse(bytes),
          {blocks, ""} <- Integer.parse(blocks) do
       {direct, indirect} = lost(rest)
-
-      {:site,
-       %Site{
-         bytes: bytes,
-         blocks: blocks,
-         direct_blocks: direct,
-         indirect_blocks: indirect,
-         certainty: certainty(rest, direct + indirect)
-       }}
+      site = %Site{bytes: bytes, blocks: blocks, direct_blocks: direct, indirect_blocks: indirect}
+      {:site, certainty(site, rest)}
     else
       _ -> nil
     end
   end
 
-  # A lost site's " (N possibly: RULE)" after its counts; nil for a site of no lost blocks.
-  defp certainty(_rest, 0), do: nil
+  # A lost site's " (N possibly: RULE)" after its counts (RULE: the first of its rules); no
+  # certainty for a site of no lost blocks.
+  defp certainty(%Site{direct_blocks: 0, indirect_blocks: 0} = site, _rest), do: site
 
-  defp certainty(rest, _lost) do
-    case Regex.run(~r/ \(\d+ possibly: (\w+)\)/, rest) do
-      nil -> :definite
-      [_, _rule] -> :possible
+  defp certainty(site, rest) do
+    case Regex.run(~r/ \((\d+) possibly: (\w+)\)/, rest) do
+      nil ->
+        %{site | certainty: :definite}
+
+      [_, n, rule] ->
+        %{
+          site
+          | certainty: :possible,
+            possible_blocks: String.to_integer(n),
+            rules: [String.to_atom(rule)]
+        }
     end
   end
 

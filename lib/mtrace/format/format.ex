@@ -22,6 +22,15 @@ defmodule Mtrace.Format do
   @spec names() :: [atom()]
   def names, do: Keyword.keys(@formats)
 
+  @doc "A format named on a command line (bin/mtrace --format), or the line that refuses it."
+  @spec parse(String.t() | nil) :: {:ok, atom()} | {:error, String.t()}
+  def parse(name) do
+    case Enum.find(names(), &(Atom.to_string(&1) == name)) do
+      nil -> {:error, "--format takes one of #{Enum.join(names(), ", ")}, got: #{inspect(name)}"}
+      format -> {:ok, format}
+    end
+  end
+
   @doc "The writer of a format's name."
   @spec writer(term()) :: {:ok, module()} | :error
   def writer(name) when is_atom(name), do: Keyword.fetch(@formats, name)

@@ -206,4 +206,11 @@ static ErlNifFunc funcs[] = {
     {"two_paths", 2, nif_two_paths, 0 /* both paths in one call: one thread's cache */},
 };
 
-ERL_NIF_INIT(Elixir.Mtrace.Test.Leaky, funcs, NULL, NULL, NULL, NULL)
+/* The module that loads it: Elixir's Mtrace.Test.Leaky, or with -DLEAKY_MODULE=... an Erlang one
+ * (test/support/erl/, a node without Elixir). */
+#ifndef LEAKY_MODULE
+#define LEAKY_MODULE Elixir.Mtrace.Test.Leaky
+#endif
+/* ERL_NIF_INIT takes its name as written: one macro more expands it first. */
+#define LEAKY_INIT(name) ERL_NIF_INIT(name, funcs, NULL, NULL, NULL, NULL)
+LEAKY_INIT(LEAKY_MODULE)
