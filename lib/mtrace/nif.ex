@@ -1,7 +1,8 @@
 defmodule Mtrace.Nif do
   @moduledoc false
   # The NIF's functions and their types, each a call of src/mtrace_nif.erl's stub in the
-  # recording node (Mtrace.Target): this one, or the one bin/mtrace --node works on.
+  # recording node (Mtrace.Target): this one, or the one bin/mtrace --node works on. The scrubs
+  # and the layout lesson are src/mtrace_node.erl's alone: they must run in the node.
 
   alias Mtrace.Target
 
@@ -65,21 +66,6 @@ defmodule Mtrace.Nif do
   def frames_nif(stackids, demangle),
     do: Target.call(:mtrace_nif, :frames_nif, [stackids, demangle])
 
-  # The calling scheduler's stack below this call zeroed (reach.h's mt_reach_scrub), and its float
-  # registers found by the float its caller computed just before (beam_regs.h); the binary is the
-  # one its caller built just before, on the same scheduler, and is not read.
-  @spec scrub_nif(binary(), float()) :: :ok
-  def scrub_nif(built, f0), do: Target.call(:mtrace_nif, :scrub_nif, [built, f0])
-
-  # The same on a dirty scheduler, once `n` calls of `round` are in at once (or after 100 ms):
-  # n calls, one per dirty scheduler of the kind, reach each of them (nif.c).
-  @spec scrub_dirty_cpu_nif(pos_integer(), pos_integer()) :: :ok
-  def scrub_dirty_cpu_nif(round, n),
-    do: Target.call(:mtrace_nif, :scrub_dirty_cpu_nif, [round, n])
-
-  @spec scrub_dirty_io_nif(pos_integer(), pos_integer()) :: :ok
-  def scrub_dirty_io_nif(round, n), do: Target.call(:mtrace_nif, :scrub_dirty_io_nif, [round, n])
-
   @spec stats_nif() :: map()
   def stats_nif, do: Target.call(:mtrace_nif, :stats_nif, [])
 
@@ -109,10 +95,4 @@ defmodule Mtrace.Nif do
   # For each stack id, why_nif/1's chain for its oldest reachable block, or nil, from one mark.
   @spec whys_nif([non_neg_integer()]) :: [{non_neg_integer(), tuple() | nil}]
   def whys_nif(stackids), do: Target.call(:mtrace_nif, :whys_nif, [stackids])
-
-  # Teaches the mark the VM's Process layout (c_src/beam_heaps.h), from the caller and two waiting
-  # processes: {pid, heap_block, heap_used, recent, stack, old_block, old_used, :normal | :high}.
-  @spec heaps_learn_nif(pos_integer(), pos_integer(), [tuple()]) :: :ok | {:error, String.t()}
-  def heaps_learn_nif(limit, portlimit, known),
-    do: Target.call(:mtrace_nif, :heaps_learn_nif, [limit, portlimit, known])
 end
