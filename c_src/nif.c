@@ -1176,8 +1176,8 @@ static int upgrade(ErlNifEnv *env, void **priv, void **old_priv, ERL_NIF_TERM in
 /* scrub(binary, float) -> ok: the calling scheduler's stack below this NIF zeroed (reach.h), so
  * that the frames it lays there as it goes back to sleep do not keep what a NIF that ran on it
  * left; and where its float registers lie noted (beam_regs.h), by the float its caller computed
- * just before. The binary, which its caller built on this scheduler just before (src/mtrace_node.erl),
- * is not read. */
+ * just before. The binary, which its caller built on this scheduler just before
+ * (src/mtrace_node.erl), is not read. */
 static ERL_NIF_TERM scrub(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     double f0;
