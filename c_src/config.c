@@ -40,7 +40,7 @@ _Static_assert(sizeof(enum mt_unwind) == sizeof(int), "MTRACE_UNWIND is read as 
         .unset = "unset", .meaning = what                                                          \
     }
 
-/* Every MTRACE_* variable the library reads, in the order the README lists them. */
+/* Every MTRACE_* variable the library reads, in the order docs/configuration.md lists them. */
 const struct mt_option mt_options[] = {
     NUMBER("MTRACE_SLOTS", 16, (size_t)1 << 30, slots, NULL,
            "live-table slots at the start; the table doubles up to MTRACE_SLOTS_MAX"),

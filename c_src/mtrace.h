@@ -17,8 +17,8 @@
  * - Any thread may call any of these; none may be called from a signal handler, and none from
  *   inside a malloc replacement that mtrace itself interposes.
  * - Reports are written synchronously, before the call returns; they are the same text as the
- *   exit report (see the README). Paths are templates: %p the pid, %n the program name, %s the
- *   report's number in the process, %% a '%'; "stderr" is standard error. A file is always
+ *   exit report (docs/report-format.md). Paths are templates: %p the pid, %n the program name,
+ *   %s the report's number in the process, %% a '%'; "stderr" is standard error. A file is always
  *   created anew: an existing file or symbolic link at the path is an error (EEXIST), never
  *   overwritten.
  * - Return values: 0 on success; -1 with errno set on failure (ENOSYS: not preloaded; EINVAL:

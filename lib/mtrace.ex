@@ -19,7 +19,7 @@ defmodule Mtrace do
   the rest by call site. `olds/2` lists the oldest live blocks, reachable or not.
 
   In a release, copy the `case` block of mtrace's `rel/env.sh.eex` into your own
-  `rel/env.sh.eex`; see the README for the environment variables (`MTRACE_SLOTS`, `MTRACE_DEPTH`,
+  `rel/env.sh.eex`; see docs/configuration.md for the environment variables (`MTRACE_SLOTS`, `MTRACE_DEPTH`,
   ...).
   """
 

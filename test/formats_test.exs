@@ -123,7 +123,7 @@ defmodule Mtrace.FormatsTest do
     assert html =~ "15000 bytes in 3 blocks (51.72%)"
   end
 
-  # The picture in the README (docs/flamegraph.png) is this test's screenshot: with
+  # The picture in docs/reading-results.md (docs/flamegraph.png) is this test's screenshot: with
   # MTRACE_UPDATE_DOCS=1 (bin/test test/formats_test.exs) the test writes it there, after its
   # checks passed.
   @tag :tmp_dir
@@ -456,7 +456,7 @@ defmodule Mtrace.FormatsTest do
     root = Path.expand("..", __DIR__)
     {usage, 0} = System.cmd(Path.join(root, "bin/mtrace"), ["--help"], env: [{"LD_PRELOAD", nil}])
     [_, offered] = Regex.run(~r/\n  --format FORMAT(.*?)\n  --/s, usage)
-    readme = File.read!(Path.join(root, "README.md"))
+    page = File.read!(Path.join(root, "docs/reading-results.md"))
     names = Mtrace.Format.names()
     assert names != [] and length(Enum.uniq(names)) == length(names)
 
@@ -465,7 +465,7 @@ defmodule Mtrace.FormatsTest do
       behaviours = writer.module_info(:attributes) |> Keyword.get_values(:behaviour)
       assert Mtrace.Format in List.flatten(behaviours), "#{inspect(writer)}"
       assert write_doc =~ "* `#{inspect(name)}` - ", "write/3's doc does not describe #{name}"
-      assert readme =~ "| `#{inspect(name)}` |", "README's table does not list #{name}"
+      assert page =~ "| `#{inspect(name)}` |", "docs/reading-results.md's table does not list #{name}"
 
       assert offered =~ ~r/\b#{name}\b/, "bin/mtrace --help does not offer #{name}"
 

@@ -1,18 +1,18 @@
 defmodule Mtrace.VariablesTest do
   # The variables are declared once, in c_src/config.c; the build lists them in
-  # priv/mtrace-options.txt. The README's table, bin/mtrace --help, bin/bench and the test
+  # priv/mtrace-options.txt. docs/configuration.md's table, bin/mtrace --help, bin/bench and the test
   # helpers all follow that list, and no source reads a variable outside it.
   use ExUnit.Case, async: true
   import Mtrace.Test.Helpers
 
   @root Path.expand("..", __DIR__)
 
-  test "the README's table lists every variable with its default, and no other" do
-    readme = File.read!(Path.join(@root, "README.md"))
+  test "docs/configuration.md's table lists every variable with its default, and no other" do
+    page = File.read!(Path.join(@root, "docs/configuration.md"))
 
     listed =
       for [name, default] <-
-            Regex.scan(~r/^\| `(MTRACE_[A-Z_]+)` \| ([^|]+) \|/m, readme, capture: :all_but_first),
+            Regex.scan(~r/^\| `(MTRACE_[A-Z_]+)` \| ([^|]+) \|/m, page, capture: :all_but_first),
           name != "MTRACE_NIF_API",
           do: {name, default |> String.trim() |> String.replace("`", "")}
 

@@ -7,7 +7,7 @@ defmodule Mtrace.Frame do
     * `:kind` - `:native` (machine code in a loaded library or executable), or `:erlang`: the
       BEAM's JIT code, named from the entries the VM makes for a debugger, else from its perf
       map (the first JIT frame of a NIF's stack; all the Erlang callers with
-      `MTRACE_UNWIND=erlang` in a node started with `+JPperf map`; see the README).
+      `MTRACE_UNWIND=erlang` in a node started with `+JPperf map`; see docs/erlang-frames.md).
     * `:module`, `:arity` - of an Erlang function (`kind: :erlang`): with `:function` (an atom
       then), its MFA, `{Mtrace.Test.Chain, :c, 1}`. JIT code that is no Erlang function (the
       VM's shared fragments, `"global::call_nif_shared"`) has `module: nil`, `arity: nil` and
