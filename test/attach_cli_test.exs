@@ -91,8 +91,10 @@ defmodule Mtrace.AttachCliTest do
     assert [site] = r.sites
     assert ["malloc", "attach_lose", "main"] = names(site) |> Enum.take(3)
     assert site.blocks >= 10 and site.bytes == site.blocks * 100
+    # It loses a block every 50 of its 1 ms steps: some 14 in the 700 ms before the attach, and
+    # as few as 9 were seen on a loaded machine, whose sleeps overrun; 5 is the budget.
     {_lost_bytes, lost_blocks} = r.live
-    assert lost_blocks >= site.blocks + 10
+    assert lost_blocks >= site.blocks + 5
     assert {_, kept} = r.reachable
     assert kept >= 64
 
