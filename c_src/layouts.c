@@ -100,6 +100,18 @@ int mt_layout_magic_flags(uintptr_t w)
     return (w & BINARY_MAGIC) && w < BINARY_FLAGS;
 }
 
+/* An immediate atom: its index, then the tag 0b001011. */
+#define IS_ATOM(w) (((w)&0x3F) == 0x0B)
+
+int mt_layout_resource_type(const uintptr_t w[MT_RESOURCE_TYPE_WORDS], uintptr_t self,
+                            uintptr_t next_prev, uintptr_t prev_next)
+{
+    for (int i = 0; i < 5; i++)
+        if (i != 3 && w[MT_RESOURCE_TYPE_DTOR + i] != w[MT_RESOURCE_TYPE_DTOR_REAL + i]) return 0;
+    return next_prev == self && prev_next == self && w[0] && w[1] && w[2] && w[13] >= 1 &&
+           IS_ATOM(w[14]) && IS_ATOM(w[15]);
+}
+
 int mt_layout_matchstate(const uintptr_t *w, size_t n)
 {
     return n >= MT_MATCHSTATE_WORDS && w[0] == MT_MATCHSTATE_HEADER && (w[1] & 3) == 2 &&

@@ -91,6 +91,22 @@ int mt_layout_magic_live(const uintptr_t head[2]);
 #define MT_RESOURCE27_HEADER 72
 int mt_layout_magic_flags(uintptr_t w);
 
+/* A NIF resource type of OTP 25 to 27 (the VM's struct enif_resource_type_t, which the NIF API
+ * names ErlNifResourceType): {next, prev, owner, fn, fn_real, refc, module, name}, fn and fn_real
+ * each an ErlNifResourceTypeInit {dtor, stop, down, members, dyncall}. The VM runs fn's destructor
+ * when a resource of the type ends; during a takeover (an upgrade's library opening the type
+ * anew) fn holds the VM's own wrappers, which call fn_real's, until the load commits and fn takes
+ * the new library's. mt_layout_resource_type(): whether the MT_RESOURCE_TYPE_WORDS words w, read
+ * at `self`, are such a type, no takeover's (fn's callbacks are fn_real's): in the VM's circular
+ * list (next_prev and prev_next, the prev of its next and the next of its prev, name it), with an
+ * owner (the NIF library that opened it), a count of at least the owner's one, and atoms for its
+ * module and name. */
+#define MT_RESOURCE_TYPE_WORDS 16
+#define MT_RESOURCE_TYPE_DTOR 3      /* fn.dtor */
+#define MT_RESOURCE_TYPE_DTOR_REAL 8 /* fn_real.dtor */
+int mt_layout_resource_type(const uintptr_t w[MT_RESOURCE_TYPE_WORDS], uintptr_t self,
+                            uintptr_t next_prev, uintptr_t prev_next);
+
 /* Whether the n words at w start an Erlang match state of OTP 25 and 26 (ErlBinMatchState, a
  * binary being matched): a thing word (arity 4, subtag BIN_MATCHSTATE), orig (the binary's term:
  * boxed, low bits 2), base (a raw pointer into the binary's bytes), then offset and size in bits

@@ -3,11 +3,13 @@
 #include "nif_hooks.h"
 
 #include "nif_api.h"
+#include <pthread.h>
 #include <stddef.h>
 
 #include "beam_vm.h"
 #include "hooks.h"
 #include "layouts.h"
+#include "proc.h"
 #include "recorder.h"
 
 typedef void *alloc_fn(size_t);
@@ -96,9 +98,12 @@ __attribute__((noinline)) static void hook_enif_free(void *p)
  * resource (a function of the VM's own code) and the type the NIF passed. The end is the type's
  * destructor, which the VM runs when the last reference goes (often in a garbage collection,
  * with no NIF call): each type opened through the hooks gets a trampoline of its own, which
- * forgets the record and calls the NIF's destructor, if it has one. The resources of types
- * opened before the hooks (before an attach), or of a release whose header is not known, are
- * counted and not recorded, and the VM's own call of malloc (+MBe false) then records them. */
+ * forgets the record and calls the NIF's destructor, if it has one. A type opened before the
+ * hooks (before an attach) gets its trampoline at its first resource since, written into the
+ * VM's own struct of the type where the release's layout is known and the struct proves it
+ * (adopt()). The resources of a type that could not be, or of a release whose header is not
+ * known, are counted and not recorded, and the VM's own call of malloc (+MBe false) then records
+ * them. A type is taken for wrapped only while the VM's struct still names its trampoline. */
 #define TYPES 64
 
 static struct {
@@ -157,12 +162,69 @@ static ErlNifResourceDtor *wrap(ErlNifResourceDtor *own, unsigned *slot)
     return trampolines[i];
 }
 
+/* The words of t's destructor in the VM's struct (fn's, then fn_real's), or NULL where this
+ * release's layout is not known. t is a type the VM gave, which the VM reads as well. */
+static ErlNifResourceDtor **vm_dtors(const ErlNifResourceType *t)
+{
+    return mt_beam_vm_otp() & MT_OTP_ALL ? (ErlNifResourceDtor **)t : NULL;
+}
+
 static int wrapped(const ErlNifResourceType *t)
 {
     unsigned n = __atomic_load_n(&ntypes, __ATOMIC_ACQUIRE);
+    ErlNifResourceDtor **vm = vm_dtors(t);
     for (unsigned i = 0; i < n && i < TYPES; i++)
-        if (__atomic_load_n(&types[i].type, __ATOMIC_ACQUIRE) == t) return 1;
+        if (__atomic_load_n(&types[i].type, __ATOMIC_ACQUIRE) == t)
+            return !vm ||
+                   __atomic_load_n(&vm[MT_RESOURCE_TYPE_DTOR], __ATOMIC_ACQUIRE) == trampolines[i];
     return 0;
+}
+
+/* Types that adopt() could not take, never tried again: at most TYPES, then none is tried. */
+static const ErlNifResourceType *refused[TYPES];
+static unsigned nrefused;
+static pthread_mutex_t adopting = PTHREAD_MUTEX_INITIALIZER;
+
+/* A type opened before the hooks, wrapped now in the VM's own struct: fn_real's destructor, then
+ * fn's, each swapped from the NIF's own only if it still holds it (a takeover starting meanwhile
+ * changes fn's; fn_real's is then put back). Only a struct of the layout this release is known to
+ * have, read with process_vm_readv (neighbours included), in the VM's list and no takeover's
+ * (layouts.h). Once a type, under a lock: two threads allocating its first resources at once
+ * wrap it once. Returns whether t is wrapped. */
+static int adopt(ErlNifResourceType *t)
+{
+    ErlNifResourceDtor **vm = vm_dtors(t);
+    if (!vm) return 0;
+    pthread_mutex_lock(&adopting);
+    int done = wrapped(t), tried = 0;
+    for (unsigned i = 0; i < nrefused && !done; i++)
+        tried |= refused[i] == t;
+    if (!done && !tried && nrefused < TYPES) {
+        uintptr_t w[MT_RESOURCE_TYPE_WORDS], next_prev, prev_next;
+        unsigned slot = TYPES;
+        if (mt_proc_read((uintptr_t)t, w, sizeof w) == 0 &&
+            mt_proc_read(w[0] + sizeof(uintptr_t), &next_prev, sizeof next_prev) == 0 &&
+            mt_proc_read(w[1], &prev_next, sizeof prev_next) == 0 &&
+            mt_layout_resource_type(w, (uintptr_t)t, next_prev, prev_next)) {
+            ErlNifResourceDtor *own = (ErlNifResourceDtor *)w[MT_RESOURCE_TYPE_DTOR];
+            ErlNifResourceDtor *tramp = wrap(own, &slot), *real = own, *fn = own;
+            if (slot < TYPES &&
+                __atomic_compare_exchange_n(&vm[MT_RESOURCE_TYPE_DTOR_REAL], &real, tramp, 0,
+                                            __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+                if (__atomic_compare_exchange_n(&vm[MT_RESOURCE_TYPE_DTOR], &fn, tramp, 0,
+                                                __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+                    __atomic_store_n(&types[slot].type, t, __ATOMIC_RELEASE);
+                    done = 1;
+                } else {
+                    __atomic_compare_exchange_n(&vm[MT_RESOURCE_TYPE_DTOR_REAL], &tramp, own, 0,
+                                                __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+                }
+            }
+        }
+        if (!done) refused[nrefused++] = t;
+    }
+    pthread_mutex_unlock(&adopting);
+    return done;
 }
 
 /* The type t the VM opened (done: created or taken over) with slot's trampoline (TYPES: with the
@@ -205,7 +267,7 @@ static size_t learn_header(const void *p, const ErlNifResourceType *type)
 __attribute__((noinline)) static void *hook_enif_alloc_resource(ErlNifResourceType *type, size_t n)
 {
     size_t h = __atomic_load_n(&header, __ATOMIC_ACQUIRE);
-    if (h == SIZE_MAX || !wrapped(type)) {
+    if (h == SIZE_MAX || !(wrapped(type) || adopt(type))) {
         count(MT_ENIF_ALLOC_RESOURCE);
         void *p = VM(MT_ENIF_ALLOC_RESOURCE, alloc_resource_fn)(type, n);
         if (p) __atomic_fetch_add(&unseen, 1, __ATOMIC_RELAXED);

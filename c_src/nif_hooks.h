@@ -8,8 +8,10 @@
  * (+MRe false): their records carry the VM bit (mt_record.vm), and the VM's own calls, which are
  * direct, are never seen. A resource's record is its whole magic binary, from the VM's header
  * (which terms name) to the end of its data; it goes when the VM runs its type's destructor, which
- * the hooks of enif_open_resource_type, _x and enif_init_resource_type wrap (nif_hooks.c says how):
- * the resources of a type opened before the hooks were in are not recorded, only counted. A binary
+ * the hooks of enif_open_resource_type, _x and enif_init_resource_type wrap (nif_hooks.c says how),
+ * and, for a type opened before the hooks were in, its first resource since, in the VM's own struct
+ * of the type where the VM's release proves its layout: the resources of a type that cannot be
+ * wrapped are not recorded, only counted. A binary
  * from enif_alloc_binary is recorded, header and bytes, until enif_release_binary or
  * enif_make_binary (the VM's from then on).
  *
@@ -19,7 +21,8 @@
  *   mt_nif_hooks[] (kind - MT_HOOKS: the VM's function, this copy's hook) and *vm_base (that
  *   object's load bias). No allocation; any thread.
  * - The hooks behave as the malloc family's (recorder.h): what the NIF gets back is what the VM
- *   gave, errno untouched; they record nothing while the thread is inside mtrace.
+ *   gave, errno untouched; they record nothing while the thread is inside mtrace. Wrapping a type
+ *   of before the hooks takes a lock and reads its struct with process_vm_readv, once a type.
  */
 #ifndef MTRACE_NIF_HOOKS_H
 #define MTRACE_NIF_HOOKS_H

@@ -208,8 +208,9 @@ defmodule Mtrace do
   `enif_alloc_resource`, `enif_alloc_binary`) are seen in every node, preloaded or attached,
   with the VM's default flags: the words through which NIF libraries call those functions are
   rewritten, a resource's record goes when the VM destroys it, and a binary's when the NIF
-  releases it or makes it a term. In an attached node, the resources of a NIF library loaded before the
-  attach are counted, not recorded. `stats/0` says what is seen and how (`nif_alloc_visible`,
+  releases it or makes it a term. In an attached node, a resource type opened before the attach
+  is wrapped at its first resource since, in the VM's own struct of the type (OTP 25 to 27); the
+  resources of a type that could not be are counted, not recorded. `stats/0` says what is seen and how (`nif_alloc_visible`,
   `resources_visible`, `resources_unseen`).
 
   ## Options
@@ -1036,9 +1037,10 @@ defmodule Mtrace do
       that leaks them shows nothing).
     * `:resource_types_wrapped`, `:resource_types_unwrapped`, `:resources_unseen`,
       `:resource_header_bytes` - the resource types whose destructor the hooks wrap (at most
-      64), those opened once every slot was taken, the resources not recorded (of a type opened
-      before the hooks were in: in an attached node, by a NIF library loaded before the attach),
-      and the bytes of the VM's own before a resource's data, learnt from the first one.
+      64: opened through the hooks, or opened before them and wrapped at their first resource
+      since), those opened once every slot was taken, the resources not recorded (of a type
+      that could not be wrapped: a release whose layout mtrace does not know, a type in an
+      upgrade), and the bytes of the VM's own before a resource's data, learnt from the first one.
     * `:nif_api_hooked`, `:nif_api_words` - whether the NIF API's hooks are in (the words of
       every NIF library loaded, and of each one loaded later, rewritten), and how many words
       name them now.

@@ -180,8 +180,12 @@ defmodule Mtrace.AttachTest do
     assert header > 0
   end
 
-  test "a NIF library loaded before the attach: its enif_alloc blocks are recorded, its resources counted" do
-    {sites, stats} =
+  # Its resource types were opened before the hooks: each is wrapped at its first resource since,
+  # in the VM's own struct. 200 resources that the collector frees (each freeing the buffer it
+  # owns in the NIF's own destructor) leave no record and no lost buffer; one kept in ETS is not
+  # lost; the lost one is found with its stack.
+  test "a NIF library loaded before the attach: its enif_alloc blocks and its resources are recorded, their ends seen" do
+    {sites, stats, live} =
       node_result(
         """
         lost = String.to_atom("Elixir.Mtrace.Test.Lost")
@@ -189,17 +193,28 @@ defmodule Mtrace.AttachTest do
         :ok = Mtrace.attach()
         :ok = apply(lost, :lose_resource, [64])
         :ok = apply(lost, :enif_blocks, [2, 0, 128])
+        ets = :ets.new(:kept, [:public])
+        true = :ets.insert(ets, {:kept, apply(lost, :buffer, [300])})
+        for _ <- 1..200, do: apply(lost, :buffer, [100])
+        :erlang.garbage_collect()
         Process.sleep(1100)
         sites = for s <- Mtrace.leaks(),
                     f = Enum.find(s.stack, &(is_binary(&1.library) and &1.library =~ "lost.so")),
                     do: f.function
-        {Enum.uniq(sites), Mtrace.stats()}
+        live = for s <- Mtrace.top(100, library: "lost.so"),
+                   f = Enum.find(s.stack, &(is_binary(&1.library) and &1.library =~ "lost.so")),
+                   do: {f.function, s.blocks}
+        {Enum.uniq(sites), Mtrace.stats(), Enum.sort(live)}
         """,
         []
       )
 
-    refute "lost_resource" in sites
-    assert stats.resources_unseen == 1 and stats.enif_alloc_cnt >= 2
+    # the mark may miss the lost resource (a stale word), never name a kept or freed block
+    assert sites -- ["lost_resource", "lost_enif"] == [], inspect(sites)
+    assert "lost_resource" in sites, inspect(sites)
+    assert stats.resources_unseen == 0 and stats.enif_alloc_cnt >= 2
+    assert stats.resource_types_wrapped >= 1
+    assert {"new_buffer", 1} in live and {"buffer_data", 1} in live, inspect(live)
   end
 
   test "options are validated once and apply at the first attach" do

@@ -465,7 +465,9 @@ defmodule Mtrace.FormatsTest do
       behaviours = writer.module_info(:attributes) |> Keyword.get_values(:behaviour)
       assert Mtrace.Format in List.flatten(behaviours), "#{inspect(writer)}"
       assert write_doc =~ "* `#{inspect(name)}` - ", "write/3's doc does not describe #{name}"
-      assert page =~ "| `#{inspect(name)}` |", "docs/reading-results.md's table does not list #{name}"
+
+      assert page =~ "| `#{inspect(name)}` |",
+             "docs/reading-results.md's table does not list #{name}"
 
       assert offered =~ ~r/\b#{name}\b/, "bin/mtrace --help does not offer #{name}"
 

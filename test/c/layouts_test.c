@@ -673,8 +673,34 @@ static void strings(void)
     check(!mt_layout_is_text("\x10\x32\x7f\0\0\0\0\0", 8), "nor a pointer's bytes");
 }
 
+/* A resource type of the VM's list: taken whole, refused in a takeover, out of the list, ownerless
+ * or with a name that is no atom. */
+static void resource_types(void)
+{
+    uintptr_t self = 0x5000, w[MT_RESOURCE_TYPE_WORDS] = {0x6000, 0x7000, 0x8000};
+    w[MT_RESOURCE_TYPE_DTOR] = w[MT_RESOURCE_TYPE_DTOR_REAL] = 0x9000;
+    w[13] = 1;
+    w[14] = (42 << 6) | 0x0B;
+    w[15] = (43 << 6) | 0x0B;
+    check(mt_layout_resource_type(w, self, self, self), "a resource type in the VM's list is one");
+    check(!mt_layout_resource_type(w, self, self + 8, self),
+          "a resource type whose next does not name it back is none");
+    w[MT_RESOURCE_TYPE_DTOR] = 0xA000;
+    check(!mt_layout_resource_type(w, self, self, self),
+          "a resource type in a takeover (fn's destructor another than fn_real's) is refused");
+    w[MT_RESOURCE_TYPE_DTOR] = 0x9000;
+    w[2] = 0;
+    check(!mt_layout_resource_type(w, self, self, self),
+          "a resource type without an owner is none");
+    w[2] = 0x8000;
+    w[15] = 0x5571412b4340;
+    check(!mt_layout_resource_type(w, self, self, self),
+          "a resource type whose name is no atom is none");
+}
+
 int main(void)
 {
+    resource_types();
     procbins();
     matchstates();
     sub_bits();
