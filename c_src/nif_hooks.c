@@ -174,9 +174,10 @@ static int wrapped(const ErlNifResourceType *t)
     unsigned n = __atomic_load_n(&ntypes, __ATOMIC_ACQUIRE);
     ErlNifResourceDtor **vm = vm_dtors(t);
     for (unsigned i = 0; i < n && i < TYPES; i++)
-        if (__atomic_load_n(&types[i].type, __ATOMIC_ACQUIRE) == t)
-            return !vm ||
-                   __atomic_load_n(&vm[MT_RESOURCE_TYPE_DTOR], __ATOMIC_ACQUIRE) == trampolines[i];
+        if (__atomic_load_n(&types[i].type, __ATOMIC_ACQUIRE) == t &&
+            (!vm ||
+             __atomic_load_n(&vm[MT_RESOURCE_TYPE_DTOR], __ATOMIC_ACQUIRE) == trampolines[i]))
+            return 1;
     return 0;
 }
 
@@ -238,10 +239,11 @@ static ErlNifResourceType *opened(ErlNifResourceType *t, ErlNifResourceFlags don
     if (!t) return t;
     int keep = slot < TYPES && (done == ERL_NIF_RT_CREATE || wrapped(t));
     unsigned n = __atomic_load_n(&ntypes, __ATOMIC_ACQUIRE);
-    if (!keep)
-        for (unsigned i = 0; i < n && i < TYPES; i++)
-            if (__atomic_load_n(&types[i].type, __ATOMIC_ACQUIRE) == t)
-                __atomic_store_n(&types[i].type, NULL, __ATOMIC_RELEASE);
+    /* One slot names a type: a takeover's new one (the old trampoline still runs, by its slot's
+     * dtor, until the VM commits the load) or none. */
+    for (unsigned i = 0; i < n && i < TYPES; i++)
+        if (i != slot && __atomic_load_n(&types[i].type, __ATOMIC_ACQUIRE) == t)
+            __atomic_store_n(&types[i].type, NULL, __ATOMIC_RELEASE);
     if (keep) __atomic_store_n(&types[slot].type, t, __ATOMIC_RELEASE);
     return t;
 }
@@ -437,9 +439,13 @@ __attribute__((noinline)) static int hook_enif_ioq_enq_binary(ErlNifIOQueue *q, 
 
 void mt_nif_hooks_state(struct mt_nif_state *out)
 {
-    unsigned n = __atomic_load_n(&ntypes, __ATOMIC_RELAXED);
+    unsigned n = __atomic_load_n(&ntypes, __ATOMIC_RELAXED), held = 0;
     size_t h = __atomic_load_n(&header, __ATOMIC_RELAXED);
-    out->types_wrapped = n < TYPES ? n : TYPES;
+    /* the slots that name a type: not those a type gave up (opened anew without a trampoline)
+     * or that an adoption took and could not use */
+    for (unsigned i = 0; i < n && i < TYPES; i++)
+        held += __atomic_load_n(&types[i].type, __ATOMIC_RELAXED) != NULL;
+    out->types_wrapped = held;
     out->types_unwrapped = __atomic_load_n(&types_unwrapped, __ATOMIC_RELAXED);
     out->resources_unseen = __atomic_load_n(&unseen, __ATOMIC_RELAXED);
     out->resource_header = h == SIZE_MAX ? 0 : h;
