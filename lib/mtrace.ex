@@ -836,6 +836,9 @@ defmodule Mtrace do
     * `:json` - gprof2dot's JSON input (memtrail's format): `gprof2dot -f json`.
     * `:tree` - a text tree of live bytes by call path, with shares, for a terminal.
 
+  Lost sites (`what: :leaks`) take their certainty as their outermost frame, `definitely lost`
+  or `possibly lost (rule)`, so that each format parts the two kinds.
+
   ## Options
 
     * `:what` - `:live` (every live block, by `top/2`; the default), `:leaks` (`leaks/1`), or
@@ -922,7 +925,10 @@ defmodule Mtrace do
         )
 
     opts = Options.validate!(:render, "Mtrace.render/3", opts)
-    writer.render(sites, Enum.reject(opts, fn {_, value} -> is_nil(value) end))
+
+    sites
+    |> Enum.map(&Mtrace.Format.certain/1)
+    |> writer.render(Enum.reject(opts, fn {_, value} -> is_nil(value) end))
   end
 
   defp writer!(name, format) do

@@ -319,6 +319,32 @@ defmodule Mtrace.FormatsTest do
     assert Mtrace.Report.sites(written) == sites
   end
 
+  test "every format parts lost sites by certainty, at their outermost frame" do
+    sites =
+      Mtrace.Report.sites("""
+      # mtrace report v1
+      42 bytes in 2 blocks lost (2 direct, 0 indirect) (1 possibly: string_end), site 1 of 2
+          at 0x7f00000d601: malloc (hooks.c:73) /m/mtrace.so+0xd601
+          by 0x7f700000050: main (main.c:5) /p/prog+0x50
+      10 bytes in 1 block lost (1 direct, 0 indirect), site 2 of 2
+          at 0x7f00000d601: malloc (hooks.c:73) /m/mtrace.so+0xd601
+          by 0x7f700000090: other (main.c:9) /p/prog+0x90
+      """)
+
+    folded = sites |> Mtrace.render(:folded) |> IO.iodata_to_binary()
+
+    assert folded ==
+             "possibly lost (string_end);main;malloc 42\ndefinitely lost;other;malloc 10\n"
+
+    for format <- Mtrace.Format.names() do
+      data = sites |> Mtrace.render(format) |> IO.iodata_to_binary()
+      data = if format == :pprof, do: :zlib.gunzip(data), else: data
+
+      assert data =~ "definitely lost" and data =~ "possibly lost (string_end)",
+             "#{format} does not say the sites' certainty"
+    end
+  end
+
   test "a text report's inlined functions read back as inlined frames of their caller's address" do
     text = """
     # mtrace report v1

@@ -97,6 +97,23 @@ defmodule Mtrace.Format do
   def hex(n), do: String.downcase(Integer.to_string(n, 16))
 
   @doc """
+  A lost site (`leaks/1`) with its certainty as its outermost frame, `"definitely lost"` or
+  `"possibly lost (rule, ...)"`, so that every format parts the two as memcheck's kinds do (a
+  flame graph's two towers, pprof's and dot's roots); other sites as they are.
+  """
+  @spec certain(Mtrace.Site.t()) :: Mtrace.Site.t()
+  def certain(%Mtrace.Site{certainty: nil} = site), do: site
+
+  def certain(%Mtrace.Site{certainty: :definite} = site),
+    do: %{site | stack: site.stack ++ [%Frame{function: "definitely lost"}]}
+
+  def certain(%Mtrace.Site{certainty: :possible, rules: rules} = site),
+    do: %{
+      site
+      | stack: site.stack ++ [%Frame{function: "possibly lost (#{Enum.join(rules || [], ", ")})"}]
+    }
+
+  @doc """
   A call tree of the sites' positive bytes, from outermost frames (roots) to the allocating
   ones: %{label, library, frame, bytes, blocks, children: [..]}, children largest first.
   """
