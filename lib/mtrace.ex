@@ -23,10 +23,7 @@ defmodule Mtrace do
   ...).
   """
 
-  require Logger
-  alias Mtrace.{Cluster, Mark, Nif, Options, Site, Sites, Target}
-
-  @coarse_tick_ms 5
+  alias Mtrace.{Cluster, Mark, Nif, Options, Reader, Site}
 
   @typedoc """
   A frame: the library's path and the name of the function its code is in (`nil` when it has
@@ -170,26 +167,7 @@ defmodule Mtrace do
 
   def olds(n, demangle) when is_boolean(demangle), do: olds(n, demangle: demangle)
 
-  def olds(n, opts) do
-    opts = Options.validate!(:olds, "Mtrace.olds/2", opts)
-
-    # Any n past the table's size means all of it: 2^64 answers as 2^64 - 1 does.
-    case opts[:function] do
-      %Regex{} = pattern ->
-        Nif.olds_nif(Options.no_limit(), opts[:demangle], Options.filter(opts))
-        |> preloaded!()
-        |> Stream.filter(fn {_, _, _, _, stack} -> Enum.any?(stack, &named?(&1, pattern)) end)
-        |> Enum.take(min(n, Options.no_limit()))
-
-      _ ->
-        Nif.olds_nif(min(n, Options.no_limit()), opts[:demangle], Options.filter(opts))
-        |> preloaded!()
-    end
-  end
-
-  defp named?({:erlang, _name}, _pattern), do: false
-  defp named?({_library, function}, pattern) when is_binary(function), do: function =~ pattern
-  defp named?(_frame, _pattern), do: false
+  def olds(n, opts), do: Reader.olds(n, Options.validate!(:olds, "Mtrace.olds/2", opts))
 
   @doc """
   Returns the live blocks that the program can no longer reach, by call site, largest first.
@@ -272,7 +250,7 @@ defmodule Mtrace do
 
     if opts[:nodes],
       do: Cluster.across(:leaks, "Mtrace.leaks/1", opts, fn _node, local -> [local] end),
-      else: opts |> leaks_here() |> elem(0)
+      else: opts |> Reader.leaks() |> elem(0)
   end
 
   @doc """
@@ -318,110 +296,8 @@ defmodule Mtrace do
           "Mtrace.leaks_info/1: nodes: is for leaks/1, top/2, diff/2 and stats/1"
         )
 
-    leaks_here(opts)
+    Reader.leaks(opts)
   end
-
-  defp leaks_here(opts) do
-    prepare_mark(opts)
-
-    {blocks, info, whys} =
-      case Nif.leaks_nif(Options.filter(opts), opts[:why]) |> complete!() do
-        {blocks, info} -> {blocks, info, %{}}
-        {blocks, info, pairs} -> {blocks, info, paths_by_id(pairs, opts[:demangle])}
-      end
-
-    sites =
-      blocks
-      |> lost_sites(whys, opts)
-      |> Sites.matching_regex(opts)
-      |> Sites.by_size()
-      |> Sites.by_certainty(opts[:certainty])
-
-    {sites, info}
-  end
-
-  # Lost blocks {address, size, age_ns, stack_id, direct, scans, certainty} grouped by stack (or
-  # one a block); blocks known from glibc's heap alone (stack and scans nil, and what they hold
-  # in age's place) grouped by usable size and what they hold. certainty: nil when the block is
-  # lost definitely, {rule, holder} when a word a rule discounted points into it.
-  # With why: each site of a stack gets its chain; with blocks: true, only the block it ends at.
-  defp lost_sites(blocks, whys, opts) do
-    ids = for {_, _, _, id, _, _, _} <- blocks, id != nil, uniq: true, do: id
-    stacks = Sites.stacks(ids, opts[:demangle])
-
-    if opts[:blocks] do
-      Enum.map(blocks, fn {address, _, _, id, _, _, _} = b ->
-        why =
-          with %{links: links} = path <- whys[id],
-               %{address: ^address} <- List.last(links),
-               do: path,
-               else: (_ -> nil)
-
-        %{lost_site([b], stacks) | address: address, why: why}
-      end)
-    else
-      blocks
-      |> Enum.group_by(fn
-        {_, _, _, nil, _, _, _} = b -> {:unrecorded, elem(b, 1), holds(b)}
-        {_, _, _, id, _, _, _} -> id
-      end)
-      |> Enum.map(fn {id, bs} -> %{lost_site(bs, stacks) | why: whys[id]} end)
-    end
-  end
-
-  defp holds({_, _, {:cxx, class}, nil, _, _, _}), do: {:cxx, class}
-
-  defp holds({_, _, {kind, _}, nil, _, _, _}) when kind in [:erlang_binary, :erlang_resource],
-    do: kind
-
-  defp holds({_, _, {:string, _}, nil, _, _, _}), do: :string
-  defp holds(_), do: nil
-
-  defp lost_site([{_, size, what, id, _, scans, _} | _] = blocks, stacks) do
-    direct = Enum.count(blocks, &elem(&1, 4))
-    possible = for {_, _, _, _, _, _, {rule, holder}} <- blocks, do: {rule, holder}
-
-    site = %Site{
-      bytes: blocks |> Enum.map(&elem(&1, 1)) |> Enum.sum(),
-      blocks: length(blocks),
-      direct_blocks: direct,
-      indirect_blocks: length(blocks) - direct,
-      certainty: if(possible == [], do: :definite, else: :possible)
-    }
-
-    site =
-      case possible do
-        [] ->
-          site
-
-        [{_, holder} | _] ->
-          rules = possible |> Enum.map(&elem(&1, 0)) |> Enum.uniq() |> Enum.sort()
-          %{site | possible_blocks: length(possible), rules: rules, holder: holder}
-      end
-
-    if id,
-      do: %{
-        site
-        | oldest_age: (blocks |> Enum.map(&elem(&1, 2)) |> Enum.max()) / 1.0e9,
-          stack: Map.fetch!(stacks, id),
-          scans: scans
-      },
-      else: %{site | oldest_age: nil, contents: contents(size, what)}
-  end
-
-  defp contents(size, {:cxx, class}),
-    do: "#{size}-byte #{class} objects (C++, by their vtable) without a record"
-
-  defp contents(size, {:erlang_binary, _}),
-    do: "#{size}-byte Erlang binaries (off-heap, by their header) without a record"
-
-  defp contents(size, {:erlang_resource, _}),
-    do: "#{size}-byte Erlang resources (magic binaries, by their header) without a record"
-
-  defp contents(size, {:string, text}),
-    do: "#{size}-byte strings without a record, such as #{inspect(text)}"
-
-  defp contents(size, nil), do: "#{size}-byte blocks without a record"
 
   @doc """
   Why the live block at `address` (or the one holding it) is kept: the shortest chain of
@@ -473,82 +349,7 @@ defmodule Mtrace do
         "Mtrace.why/2: address must be a non-negative integer, got: #{inspect(address)}"
       )
 
-  def why(address, opts) do
-    opts = Options.validate!(:why, "Mtrace.why/2", opts)
-    prepare_mark(opts)
-
-    case Nif.why_nif(address) |> complete!() do
-      :not_a_block -> {:error, :not_a_block}
-      path -> [path] |> paths(opts[:demangle]) |> hd()
-    end
-  end
-
-  # The node's own steps before a mark (src/mtrace_node.erl), in the node the mark reads.
-  defp prepare_mark(opts), do: Target.call(:mtrace_node, :prepare, [opts[:gc] == true])
-
-  # The NIF's chains ({root, links}, or nil) as Mtrace.Path structs, their stacks and the code of
-  # their stack roots' frames named at once.
-  defp paths(chains, demangle) do
-    ids = for {_, links} <- chains, {_, _, id, _} <- links, id != nil, uniq: true, do: id
-    code = for {{:stack, _, _, _, {_, at}}, _} <- chains, uniq: true, do: {at}
-    stacks = Sites.stacks(ids ++ code, demangle)
-
-    for chain <- chains do
-      with {root, links} <- chain do
-        %Mtrace.Path{
-          root: path_root(root, stacks),
-          links:
-            for {a, size, id, offset} <- links do
-              %{address: a, size: size, offset: offset, stack: Map.get(stacks, id, [])}
-            end
-        }
-      end
-    end
-  end
-
-  defp path_root({:stack, via, {tid, name}, offset, code}, stacks) do
-    frame =
-      case code && Map.get(stacks, {elem(code, 1)}) do
-        [innermost | _] -> %{innermost | address: elem(code, 0)}
-        _ -> nil
-      end
-
-    %{kind: :stack, address: via, thread: tid, thread_name: name, offset: offset, frame: frame}
-  end
-
-  defp path_root({:static, via, library, name, offset}, _),
-    do: %{kind: :static, address: via, library: library, name: name, offset: offset}
-
-  defp path_root({:tls, via, {tid, name}, library, offset}, _),
-    do: %{
-      kind: :tls,
-      address: via,
-      thread: tid,
-      thread_name: name,
-      library: library,
-      offset: offset
-    }
-
-  defp path_root({:register, {tid, name}, register}, _),
-    do: %{kind: :register, thread: tid, thread_name: name, register: register}
-
-  defp path_root({:altstack, {tid, name}}, _),
-    do: %{kind: :altstack, thread: tid, thread_name: name}
-
-  defp path_root({:lost}, _), do: %{kind: :lost}
-
-  defp path_root({:mapping, via, lo, hi, "", allocator}, _) do
-    %{kind: :vm, address: via, name: nil, allocator: allocator}
-    |> Map.merge(mapping_place(via, lo, hi))
-  end
-
-  defp path_root({:mapping, via, lo, hi, name, _}, _) do
-    %{kind: :other, address: via, name: name}
-    |> Map.merge(mapping_place(via, lo, hi))
-  end
-
-  defp mapping_place(via, lo, hi),
-    do: %{offset: if(lo, do: via - lo), mapping: if(lo, do: {lo, hi})}
+  def why(address, opts), do: Reader.why(address, Options.validate!(:why, "Mtrace.why/2", opts))
 
   @doc """
   A census of glibc's heap: every block malloc holds, with or without a record, and its free
@@ -565,12 +366,7 @@ defmodule Mtrace do
       # blocks - recorded: blocks mtrace has no stack for
   """
   @spec heap() :: Mtrace.Heap.t()
-  def heap do
-    case Nif.heap_nif() do
-      {:ok, census} -> struct!(Mtrace.Heap, census)
-      {:error, reason} -> raise Mtrace.HeapError, reason: reason
-    end
-  end
+  def heap, do: Reader.heap()
 
   @doc """
   Returns the `n` call sites that hold the most live memory now, largest first.
@@ -633,44 +429,7 @@ defmodule Mtrace do
 
     if opts[:nodes],
       do: Cluster.across(:top, "Mtrace.top/2", opts, fn _node, local -> [n, local] end),
-      else: top_here(n, opts)
-  end
-
-  defp top_here(n, opts) do
-    {_now, rows} = Nif.sites_nif(Options.filter(opts), Options.no_limit()) |> preloaded!()
-    ids = Enum.map(rows, &elem(&1, 0))
-    stacks = Sites.stacks(ids, opts[:demangle])
-    whys = if opts[:why], do: whys(ids, opts), else: %{}
-    estimated = estimated()
-
-    rows
-    |> Enum.map(fn {id, bytes, blocks, _, _, oldest} ->
-      %Site{
-        bytes: bytes,
-        blocks: blocks,
-        oldest_age: oldest / 1.0e9,
-        stack: stacks[id],
-        estimated: estimated,
-        why: whys[id]
-      }
-    end)
-    |> Sites.matching_regex(opts)
-    |> Sites.group(opts[:group], opts[:library])
-    |> Sites.by_size()
-    |> Enum.take(n)
-  end
-
-  # By stack id, the chain that keeps the stack's oldest reachable block, from one mark.
-  defp whys(ids, opts) do
-    prepare_mark(opts)
-    ids |> Nif.whys_nif() |> paths_by_id(opts[:demangle])
-  end
-
-  # [{stack_id, chain | nil}] as a map of Mtrace.Path (or nil) by stack id.
-  defp paths_by_id(pairs, demangle) do
-    Map.new(
-      Enum.zip(Enum.map(pairs, &elem(&1, 0)), paths(Enum.map(pairs, &elem(&1, 1)), demangle))
-    )
+      else: Reader.top(n, opts)
   end
 
   @doc """
@@ -693,24 +452,7 @@ defmodule Mtrace do
 
     if opts[:nodes],
       do: Cluster.across(:mark, "Mtrace.mark/1", opts, fn _, local -> [local] end),
-      else: mark_here()
-  end
-
-  defp mark_here do
-    filter = Options.filter(Options.validate!(:top, "Mtrace.mark/1", []))
-    {now, rows} = Nif.sites_nif(filter, Options.no_limit()) |> preloaded!()
-
-    mark = %Mark{
-      node: node(),
-      time_ns: now,
-      resets: Nif.stats_nif().resets,
-      sites: Map.new(rows, fn {id, bytes, blocks, _, _, _} -> {id, {bytes, blocks}} end)
-    }
-
-    # Records are stamped by a coarse clock, which moves every few milliseconds: what the caller
-    # allocates next must fall after the mark's tick.
-    Process.sleep(@coarse_tick_ms)
-    mark
+      else: Reader.mark()
   end
 
   @doc """
@@ -738,7 +480,7 @@ defmodule Mtrace do
 
     case {mark, opts[:nodes]} do
       {%Mark{}, nil} ->
-        diff_here(mark, opts)
+        Reader.diff(mark, opts)
 
       {%{} = marks, nodes} when not is_struct(marks) and nodes != nil ->
         Cluster.across(:diff, "Mtrace.diff/2", opts, fn node, local ->
@@ -751,74 +493,6 @@ defmodule Mtrace do
                 "returned, got: #{inspect(mark)}"
     end
   end
-
-  defp diff_here(%Mark{} = mark, opts) do
-    if mark.node != node(),
-      do: raise(ArgumentError, "Mtrace.diff/2: the mark is of #{mark.node}, not of #{node()}")
-
-    {_now, rows} = Nif.sites_nif(Options.filter(opts), mark.time_ns) |> preloaded!()
-    resets = Nif.stats_nif().resets
-
-    if resets != mark.resets,
-      do:
-        Logger.warning(
-          "Mtrace.diff/2: Mtrace.reset/0 ran since the mark; its blocks read as freed"
-        )
-
-    now = Map.new(rows, fn {id, b0, n0, b1, n1, oldest} -> {id, {b0, n0, b1, n1, oldest}} end)
-    # now's rows passed the filter in C; the mark's stacks that hold nothing now pass it here.
-    ids =
-      Nif.stacks_matching_nif(
-        Options.filter(opts),
-        Enum.uniq(Map.keys(now) ++ Map.keys(mark.sites))
-      )
-
-    stacks = Sites.stacks(ids, opts[:demangle])
-    estimated = estimated()
-
-    ids
-    |> Enum.map(fn id ->
-      {b0, n0, b1, n1, oldest} = Map.get(now, id, {0, 0, 0, 0, 0})
-      {bm, nm} = Map.get(mark.sites, id, {0, 0})
-      # The net is exact; a block allocated in the mark's own tick counts as live at the mark
-      # (the records' clock cannot tell), so the parts are made to add up to it.
-      {net_bytes, net_blocks} = {b0 + b1 - bm, n0 + n1 - nm}
-      {fb, fnum} = {max(bm - b0, 0), max(nm - n0, 0)}
-
-      %Site{
-        bytes: net_bytes,
-        blocks: net_blocks,
-        allocated_bytes: net_bytes + fb,
-        allocated_blocks: net_blocks + fnum,
-        freed_bytes: fb,
-        freed_blocks: fnum,
-        oldest_age: oldest / 1.0e9,
-        stack: stacks[id],
-        estimated: estimated
-      }
-    end)
-    |> Enum.reject(&(&1.allocated_blocks == 0 and &1.freed_blocks == 0))
-    |> Sites.matching_regex(opts)
-    |> Sites.group(opts[:group], opts[:library])
-    |> Sites.by_size()
-  end
-
-  # true when the node samples: the sites' figures are then estimates (nil: exact).
-  defp estimated, do: if(Nif.stats_nif().estimated, do: true)
-
-  defp preloaded!(:not_preloaded), do: raise(Mtrace.NotPreloadedError)
-
-  defp preloaded!({:not_preloaded, heap_refused}),
-    do: raise(Mtrace.NotPreloadedError, heap_refused: heap_refused)
-
-  defp preloaded!(result), do: result
-
-  # The answer of a reader that calls blocks lost (leaks/1, why/2), or the lost rule's refusal
-  # (c_src/nif.c's refusal()) raised.
-  defp complete!({:error, reason, heap_refused}),
-    do: raise(Mtrace.IncompleteError, reason: reason, heap_refused: heap_refused)
-
-  defp complete!(result), do: preloaded!(result)
 
   @doc """
   Writes sites to `path` in a format that people's own tools open, and returns `:ok` or
@@ -1113,10 +787,8 @@ defmodule Mtrace do
           {node, %{recording: false}} -> {node, {:error, :not_preloaded}}
           answer -> answer
         end),
-      else: stats_here()
+      else: Reader.stats()
   end
-
-  defp stats_here, do: Target.call(:mtrace_node, :stats, [])
 
   @doc """
   Empties the table of live allocations and returns how many records it held.
@@ -1131,7 +803,7 @@ defmodule Mtrace do
       #=> 4096
   """
   @spec reset() :: non_neg_integer()
-  def reset, do: Nif.reset_nif() |> preloaded!()
+  def reset, do: Reader.reset()
 
   @doc """
   Starts recording in this running node, which was started without the preload: no restart.
@@ -1174,12 +846,12 @@ defmodule Mtrace do
   def attach(opts \\ []) do
     variables = Options.validate!(:attach, "Mtrace.attach/1", opts) |> Options.variables()
 
-    if variables != [] and Nif.stats_nif().attach in [:attached, :detached],
+    if variables != [] and Reader.stats().attach in [:attached, :detached],
       do:
         {:error,
          "the recording's options are fixed when mtrace first records in a node; " <>
            "call Mtrace.attach() without options"},
-      else: Nif.attach_nif(variables)
+      else: Reader.attach(variables)
   end
 
   @doc """
@@ -1196,5 +868,5 @@ defmodule Mtrace do
       #=> :ok
   """
   @spec detach() :: :ok | {:error, String.t()}
-  def detach, do: Nif.detach_nif()
+  def detach, do: Reader.detach()
 end

@@ -137,84 +137,88 @@ defmodule Mtrace.AttachTest do
 
   # The NIF API in a node started the normal way (no preload, the VM's default flags): the NIF
   # library loads after the attach, its enif_alloc blocks and resources come from the VM's own
-  # carriers. Lost ones are found with their stacks, kept ones never named; a NIF library loaded
-  # before the attach opened its resource types before the hooks, and its resources are only
-  # counted.
+  # carriers. Lost ones are found with their stacks, kept ones never named. A stale word may keep
+  # the lost resource (seen under load: a word in a large binary that a process heap holds):
+  # found in at least one node of three, and nothing kept named in any.
   test "after an attach, a NIF's lost enif_alloc blocks and resources are found, in a node with the defaults" do
-    r =
-      node_result(
-        """
-        :ok = Mtrace.attach()
-        lost = String.to_atom("Elixir.Mtrace.Test.Lost")
-        :ok = apply(lost, :lose_resource, [64])
-        :ok = apply(lost, :enif_blocks, [2, 3, 128])
-        ets = :ets.new(:buffers, [:public])
-        true = :ets.insert(ets, {:kept, apply(lost, :buffer, [300])})
-        Process.sleep(1100)
-        sites = for s <- Mtrace.leaks(),
-                    f = Enum.find(s.stack, &(is_binary(&1.library) and &1.library =~ "lost.so")),
-                    do: {f.function, s.bytes, s.blocks}
-        {Enum.sort(sites), Mtrace.stats()}
-        """,
-        []
-      )
+    at_least!(1, 3, "the lost resource, its types opened after the attach", fn _ ->
+      {sites, stats} =
+        node_result(
+          """
+          :ok = Mtrace.attach()
+          lost = String.to_atom("Elixir.Mtrace.Test.Lost")
+          :ok = apply(lost, :lose_resource, [64])
+          :ok = apply(lost, :enif_blocks, [2, 3, 128])
+          ets = :ets.new(:buffers, [:public])
+          true = :ets.insert(ets, {:kept, apply(lost, :buffer, [300])})
+          Process.sleep(1100)
+          sites = for s <- Mtrace.leaks(),
+                      f = Enum.find(s.stack, &(is_binary(&1.library) and &1.library =~ "lost.so")),
+                      do: {f.function, s.bytes, s.blocks}
+          {Enum.sort(sites), Mtrace.stats()}
+          """,
+          []
+        )
 
-    {sites, stats} = r
-    header = stats.resource_header_bytes
-    # the mark may miss a lost block (a stale word), never name a kept one
-    assert Enum.all?(
-             sites,
-             &(&1 in [
-                 {"lost_enif", 256, 2},
-                 {"lost_enif", 128, 1},
-                 {"lost_resource", header + 64, 1}
-               ])
-           ),
-           inspect(sites)
+      header = stats.resource_header_bytes
+      # the mark may miss a lost block (a stale word), never name a kept one
+      assert Enum.all?(
+               sites,
+               &(&1 in [
+                   {"lost_enif", 256, 2},
+                   {"lost_enif", 128, 1},
+                   {"lost_resource", header + 64, 1}
+                 ])
+             ),
+             inspect(sites)
 
-    assert Enum.any?(sites, &match?({"lost_enif", _, _}, &1)) and
-             Enum.any?(sites, &match?({"lost_resource", _, _}, &1)),
-           inspect(sites)
+      assert Enum.any?(sites, &match?({"lost_enif", _, _}, &1)), inspect(sites)
+      assert %{nif_alloc_visible: :hooks, resources_visible: :hooks, resources_unseen: 0} = stats
+      assert header > 0
 
-    assert %{nif_alloc_visible: :hooks, resources_visible: :hooks, resources_unseen: 0} = stats
-    assert header > 0
+      if Enum.any?(sites, &match?({"lost_resource", _, _}, &1)),
+        do: {:hit, sites},
+        else: {:miss, inspect(sites)}
+    end)
   end
 
   # Its resource types were opened before the hooks: each is wrapped at its first resource since,
   # in the VM's own struct. 200 resources that the collector frees (each freeing the buffer it
-  # owns in the NIF's own destructor) leave no record and no lost buffer; one kept in ETS is not
-  # lost; the lost one is found with its stack.
+  # owns in the NIF's own destructor) leave no record and no lost buffer, and one kept in ETS is
+  # live, in every node; the lost one is found in at least one node of three, as above.
   test "a NIF library loaded before the attach: its enif_alloc blocks and its resources are recorded, their ends seen" do
-    {sites, stats, live} =
-      node_result(
-        """
-        lost = String.to_atom("Elixir.Mtrace.Test.Lost")
-        _ = apply(lost, :buffer, [10])
-        :ok = Mtrace.attach()
-        :ok = apply(lost, :lose_resource, [64])
-        :ok = apply(lost, :enif_blocks, [2, 0, 128])
-        ets = :ets.new(:kept, [:public])
-        true = :ets.insert(ets, {:kept, apply(lost, :buffer, [300])})
-        for _ <- 1..200, do: apply(lost, :buffer, [100])
-        :erlang.garbage_collect()
-        Process.sleep(1100)
-        sites = for s <- Mtrace.leaks(),
-                    f = Enum.find(s.stack, &(is_binary(&1.library) and &1.library =~ "lost.so")),
-                    do: f.function
-        live = for s <- Mtrace.top(100, library: "lost.so"),
-                   f = Enum.find(s.stack, &(is_binary(&1.library) and &1.library =~ "lost.so")),
-                   do: {f.function, s.blocks}
-        {Enum.uniq(sites), Mtrace.stats(), Enum.sort(live)}
-        """,
-        []
-      )
+    at_least!(1, 3, "the lost resource, its types opened before the attach", fn _ ->
+      {sites, stats, live} =
+        node_result(
+          """
+          lost = String.to_atom("Elixir.Mtrace.Test.Lost")
+          _ = apply(lost, :buffer, [10])
+          :ok = Mtrace.attach()
+          :ok = apply(lost, :lose_resource, [64])
+          :ok = apply(lost, :enif_blocks, [2, 0, 128])
+          ets = :ets.new(:kept, [:public])
+          true = :ets.insert(ets, {:kept, apply(lost, :buffer, [300])})
+          for _ <- 1..200, do: apply(lost, :buffer, [100])
+          :erlang.garbage_collect()
+          Process.sleep(1100)
+          sites = for s <- Mtrace.leaks(),
+                      f = Enum.find(s.stack, &(is_binary(&1.library) and &1.library =~ "lost.so")),
+                      do: f.function
+          live = for s <- Mtrace.top(100, library: "lost.so"),
+                     f = Enum.find(s.stack, &(is_binary(&1.library) and &1.library =~ "lost.so")),
+                     do: {f.function, s.blocks}
+          {Enum.uniq(sites), Mtrace.stats(), Enum.sort(live)}
+          """,
+          []
+        )
 
-    # the mark may miss the lost resource (a stale word), never name a kept or freed block
-    assert sites -- ["lost_resource", "lost_enif"] == [], inspect(sites)
-    assert "lost_resource" in sites, inspect(sites)
-    assert stats.resources_unseen == 0 and stats.enif_alloc_cnt >= 2
-    assert stats.resource_types_wrapped >= 1
-    assert {"new_buffer", 1} in live and {"buffer_data", 1} in live, inspect(live)
+      # never a kept or freed block named
+      assert sites -- ["lost_resource", "lost_enif"] == [], inspect(sites)
+      assert stats.resources_unseen == 0 and stats.enif_alloc_cnt >= 2
+      assert stats.resource_types_wrapped >= 1
+      assert {"new_buffer", 1} in live and {"buffer_data", 1} in live, inspect(live)
+      if "lost_resource" in sites, do: {:hit, sites}, else: {:miss, inspect(sites)}
+    end)
   end
 
   test "options are validated once and apply at the first attach" do

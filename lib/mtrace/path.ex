@@ -76,6 +76,86 @@ defmodule Mtrace.Path do
         }
 
   @type t :: %__MODULE__{root: root(), links: [link()]}
+
+  # The NIF's chains ({root, links}, or nil) as Mtrace.Path structs, their stacks and the code of
+  # their stack roots' frames named at once.
+  @doc false
+  @spec from_chains([tuple() | nil], boolean()) :: [t() | nil]
+  def from_chains(chains, demangle) do
+    ids = for {_, links} <- chains, {_, _, id, _} <- links, id != nil, uniq: true, do: id
+    code = for {{:stack, _, _, _, {_, at}}, _} <- chains, uniq: true, do: {at}
+    stacks = Mtrace.Sites.stacks(ids ++ code, demangle)
+
+    for chain <- chains do
+      with {root, links} <- chain do
+        %__MODULE__{
+          root: path_root(root, stacks),
+          links:
+            for {a, size, id, offset} <- links do
+              %{address: a, size: size, offset: offset, stack: Map.get(stacks, id, [])}
+            end
+        }
+      end
+    end
+  end
+
+  defp path_root({:stack, via, {tid, name}, offset, code}, stacks) do
+    frame =
+      case code && Map.get(stacks, {elem(code, 1)}) do
+        [innermost | _] -> %{innermost | address: elem(code, 0)}
+        _ -> nil
+      end
+
+    %{kind: :stack, address: via, thread: tid, thread_name: name, offset: offset, frame: frame}
+  end
+
+  defp path_root({:static, via, library, name, offset}, _),
+    do: %{kind: :static, address: via, library: library, name: name, offset: offset}
+
+  defp path_root({:tls, via, {tid, name}, library, offset}, _),
+    do: %{
+      kind: :tls,
+      address: via,
+      thread: tid,
+      thread_name: name,
+      library: library,
+      offset: offset
+    }
+
+  defp path_root({:register, {tid, name}, register}, _),
+    do: %{kind: :register, thread: tid, thread_name: name, register: register}
+
+  defp path_root({:altstack, {tid, name}}, _),
+    do: %{kind: :altstack, thread: tid, thread_name: name}
+
+  defp path_root({:lost}, _), do: %{kind: :lost}
+
+  defp path_root({:mapping, via, lo, hi, "", allocator}, _) do
+    %{kind: :vm, address: via, name: nil, allocator: allocator}
+    |> Map.merge(mapping_place(via, lo, hi))
+  end
+
+  defp path_root({:mapping, via, lo, hi, name, _}, _) do
+    %{kind: :other, address: via, name: name}
+    |> Map.merge(mapping_place(via, lo, hi))
+  end
+
+  defp mapping_place(via, lo, hi),
+    do: %{offset: if(lo, do: via - lo), mapping: if(lo, do: {lo, hi})}
+
+  # [{stack_id, chain | nil}] as a map of Mtrace.Path (or nil) by stack id.
+  @doc false
+  @spec by_id([{non_neg_integer(), tuple() | nil}], boolean()) :: %{
+          non_neg_integer() => t() | nil
+        }
+  def by_id(pairs, demangle) do
+    Map.new(
+      Enum.zip(
+        Enum.map(pairs, &elem(&1, 0)),
+        from_chains(Enum.map(pairs, &elem(&1, 1)), demangle)
+      )
+    )
+  end
 end
 
 defimpl Inspect, for: Mtrace.Path do

@@ -106,6 +106,25 @@ defmodule Mtrace.Test.Helpers do
   end
 
   @doc """
+  A result that may miss by chance, held to a stated budget: `run.(i)` for i in 1..n, each
+  returning `{:hit, value}` or `{:miss, why}`; at least k must hit. Each miss is printed with
+  why, so that a rate that creeps up shows before it fails. Returns the hits' values.
+  """
+  def at_least!(k, n, what, run) do
+    results = Enum.map(1..n, run)
+    hits = for {:hit, value} <- results, do: value
+    misses = for {:miss, why} <- results, do: why
+    for why <- misses, do: IO.puts("\n#{what}: missed in one run of #{n}: #{why}")
+
+    ExUnit.Assertions.assert(
+      length(hits) >= k,
+      "#{what}: #{length(hits)} runs of #{n} hit, the budget is #{k}: #{inspect(misses)}"
+    )
+
+    hits
+  end
+
+  @doc """
   Starts epmd without the preload (a daemon a node started would outlive the test with it) and
   waits until it answers: `epmd -daemon` returns before the daemon listens, and a node that
   registers in between fails with econnrefused.
