@@ -31,15 +31,19 @@ defmodule Mtrace.CLI do
          do: {:error, "#{input}: #{reason}"}
   end
 
-  defp write(nil, data) do
+  @doc "data to standard output (nil) or to the file path: bin/mtrace's outputs."
+  @spec write(Path.t() | nil, iodata()) :: :ok
+  def write(nil, data) do
     # The bytes as they are: a unicode standard output would encode them once more.
     :ok = :io.setopts(:standard_io, encoding: :latin1)
     IO.binwrite(data)
   end
 
-  defp write(path, data), do: File.write!(path, data)
+  def write(path, data), do: File.write!(path, data)
 
-  defp die(message) do
+  @doc "One `mtrace:` line on standard error, and exit status 2: a refusal."
+  @spec die(String.t()) :: no_return()
+  def die(message) do
     IO.puts(:stderr, "mtrace: " <> message)
     System.halt(2)
   end

@@ -6,7 +6,7 @@ defmodule Mtrace.CLI.Node do
   # Mtrace.write/3. Every refusal is one "mtrace:" line and exit status 2; a reader's own error
   # (Mtrace.IncompleteError, ...) its message and status 1.
 
-  alias Mtrace.{Remote, Target}
+  alias Mtrace.{CLI, Remote, Target}
 
   @switches [
     node: :string,
@@ -27,13 +27,13 @@ defmodule Mtrace.CLI.Node do
          {:ok, format} <- format(opts[:format]),
          {:ok, node} <- Remote.connect(name, opts[:cookie]),
          {:ok, text} <- run(command, node, rest, Keyword.put(opts, :format, format)) do
-      write(opts[:output], text)
+      CLI.write(opts[:output], text)
       System.halt(0)
     else
-      {:error, line} -> die(line)
+      {:error, line} -> CLI.die(line)
     end
   rescue
-    e in OptionParser.ParseError -> die(Exception.message(e) <> " (see mtrace --help)")
+    e in OptionParser.ParseError -> CLI.die(Exception.message(e) <> " (see mtrace --help)")
     e in [Mtrace.IncompleteError, Mtrace.NotPreloadedError, ArgumentError] -> fail(e)
   end
 
@@ -153,18 +153,6 @@ defmodule Mtrace.CLI.Node do
   end
 
   defp os_pid(node), do: "pid #{:erpc.call(node, :os, :getpid, [])}"
-
-  defp write(nil, data) do
-    :ok = :io.setopts(:standard_io, encoding: :latin1)
-    IO.binwrite(data)
-  end
-
-  defp write(path, data), do: File.write!(path, data)
-
-  defp die(line) do
-    IO.puts(:stderr, "mtrace: " <> line)
-    System.halt(2)
-  end
 
   defp fail(e) do
     IO.puts(:stderr, "mtrace: " <> Exception.message(e))
