@@ -18,7 +18,7 @@ defmodule Mtrace.NodeCliTest do
 
   # A node named name serving requests of 4096 bytes, one every 20 ms, from tmp_dir's copy of the
   # NIF and its module; its port.
-  defp start_server(dir, name) do
+  defp start_server(dir, name, env \\ []) do
     {:ok, :mtrace_test_leaky} =
       :compile.file(String.to_charlist(@leaky_erl), outdir: String.to_charlist(dir))
 
@@ -31,7 +31,7 @@ defmodule Mtrace.NodeCliTest do
       args:
         ~w(-sname #{name} -setcookie #{@cookie} -noshell -pa #{dir} -eval) ++
           ["mtrace_test_leaky:serve(4096, 20)"],
-      env: [{~c"LD_PRELOAD", false}, {~c"ERL_LIBS", false}]
+      env: [{~c"LD_PRELOAD", false}, {~c"ERL_LIBS", false} | env]
     ])
   end
 
@@ -119,6 +119,31 @@ defmodule Mtrace.NodeCliTest do
 
     {out, 2} = mtrace(["leaks", "--node", name, "--cookie", @cookie])
     assert out =~ "mtrace: mtrace is not in #{name}@"
+    stop(port)
+  end
+
+  # jemalloc is its malloc: the attach is refused, in one line, and what was loaded for it is
+  # taken out again (its modules, the library, the file written in its TMPDIR).
+  @tag :tmp_dir
+  test "an attach the node refuses leaves nothing of mtrace in it", %{tmp_dir: dir} do
+    name = "mtrace_node_cli_jemalloc_#{System.pid()}"
+    tmp = Path.join(dir, "node_tmp")
+    File.mkdir_p!(tmp)
+
+    env = [
+      {~c"LD_PRELOAD", ~c"/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"},
+      {~c"TMPDIR", String.to_charlist(tmp)}
+    ]
+
+    port = start_server(dir, name, env)
+    node = ["--node", name, "--cookie", @cookie]
+
+    {out, 2} = when_up(["attach" | node])
+    assert out =~ ~r/^mtrace: another library defines malloc in this process/
+    assert length(String.split(out, "\n", trim: true)) == 1
+    assert File.ls!(tmp) == []
+    assert {"mtrace: mtrace is not in " <> _, 2} = mtrace(["stats" | node])
+    refute_received {^port, {:exit_status, _}}
     stop(port)
   end
 end

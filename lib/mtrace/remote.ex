@@ -126,14 +126,29 @@ defmodule Mtrace.Remote do
   @doc """
   Makes sure the node has the NIF loaded: its own (a node with the mtrace application), one this
   function loaded before, or the file the node preloads (`LD_PRELOAD`, the same library and
-  table); else mtrace's modules and library are loaded into it. `{:ok, path}` (the library the
-  node runs), or `{:error, line}`, with whatever it loaded taken out again.
+  table); else mtrace's modules and library are loaded into it. `{:ok, path, how}` (the library
+  the node runs; how: `:found`, or `{:loaded, written}`, written the file this call wrote there
+  or nil), or `{:error, line}`, with whatever it loaded taken out again.
   """
-  @spec prepare(node()) :: {:ok, String.t()} | {:error, String.t()}
+  @spec prepare(node()) ::
+          {:ok, String.t(), :found | {:loaded, String.t() | nil}} | {:error, String.t()}
   def prepare(node) do
     if call(node, :mtrace_nif, :loaded, []) == true,
-      do: {:ok, loaded_path(node)},
+      do: {:ok, loaded_path(node), :found},
       else: load(node)
+  end
+
+  @doc """
+  Takes out of the node what prepare/1 loaded (its modules, and with them the library, which
+  has rewritten nothing: an attach that was refused), and the file it wrote.
+  """
+  @spec withdraw(node(), :found | {:loaded, String.t() | nil}) :: :ok
+  def withdraw(_node, :found), do: :ok
+
+  def withdraw(node, {:loaded, written}) do
+    unload_modules(node)
+    if written, do: :erpc.call(node, :file, :delete, [written])
+    :ok
   end
 
   defp call(node, module, fun, args) do
@@ -148,8 +163,8 @@ defmodule Mtrace.Remote do
 
   defp load(node) do
     with :ok <- load_modules(node),
-         {:ok, path} <- load_library(node) do
-      {:ok, path}
+         {:ok, path, written} <- load_library(node) do
+      {:ok, path, {:loaded, written}}
     else
       {:error, line} ->
         unload_modules(node)
@@ -184,8 +199,11 @@ defmodule Mtrace.Remote do
   # first directory where the node may write and map code, and loaded from there.
   defp load_library(node) do
     case preloaded(node) do
-      nil -> write_and_load(node, directories(node), [])
-      path -> load_from(node, path)
+      nil ->
+        with {:ok, path} <- write_and_load(node, directories(node), []), do: {:ok, path, path}
+
+      path ->
+        with {:ok, path} <- load_from(node, path), do: {:ok, path, nil}
     end
   end
 

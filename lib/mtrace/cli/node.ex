@@ -45,7 +45,7 @@ defmodule Mtrace.CLI.Node do
   end
 
   defp run("attach", node, [], opts) do
-    with {:ok, path} <- Remote.prepare(node) do
+    with {:ok, path, how} <- Remote.prepare(node) do
       case Target.within(node, fn -> Mtrace.attach(Keyword.take(opts, [:depth])) end) do
         :ok ->
           {:ok,
@@ -53,6 +53,7 @@ defmodule Mtrace.CLI.Node do
              "its library: #{path}\n"}
 
         {:error, why} ->
+          Remote.withdraw(node, how)
           {:error, why}
       end
     end
