@@ -60,7 +60,8 @@ check_target() {
     *) die "process $pid has no glibc loaded (a static program, or another C library such as" \
       "musl): mtrace reaches dynamically linked glibc programs only" ;;
   esac
-  # The library's path must name the same file in the process, and the injector see its pids.
+  # The report's path must name the same file in the process (the library goes as bytes, which
+  # no path needs), and the injector see its pids.
   for ns in mnt pid; do
     [ "$(readlink "/proc/$pid/ns/$ns")" = "$(readlink "/proc/self/ns/$ns")" ] ||
       die "process $pid runs in another $ns namespace (a container): run mtrace inside it" \

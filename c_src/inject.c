@@ -5,14 +5,17 @@
  *
  * It seizes every thread of PID, stops at the next entry of malloc, calloc, realloc or free (a
  * breakpoint there: a thread entering the allocator holds neither the allocator's lock nor, but
- * for the loader's own allocations, the loader's), and on that thread calls dlopen(LIBRARY,
- * MODE), then the library's int ENTRY(const char *ARG) (ENTRY(void) when ARG is "-"), then
+ * for the loader's own allocations, the loader's), and on that thread loads LIBRARY (MODE 2: as
+ * bytes, a memfd of the process's own that it dlopens as /proc/self/fd/N, so that its user and
+ * mounts need not see LIBRARY's path; by the path where it has no memfd_create or /proc), then
+ * calls the library's int ENTRY(const char *ARG) (ENTRY(void) when ARG is "-"), then
  * detaches, the thread's registers, errno and every byte of the process as they were. Only the
  * general registers are saved and written back (PTRACE_GETREGS/SETREGS), never the extended
  * state: Linux takes an XSAVE buffer of the CPU's full size back, which a fixed-size one (gdb 13's,
  * on a CPU with AMX) is not. Each call runs on the thread's stack below its red zone, 16-byte
  * aligned, and returns to address 0, where the fault it takes is the injector's, not the
- * program's. MODE 6 (RTLD_NOLOAD) only finds a copy loaded already, or else the preloaded one.
+ * program's. MODE 6 (RTLD_NOLOAD) only finds a copy loaded already (as bytes: by its code's
+ * mapping and its own symbols; by path: dlopen), or else the preloaded one.
  *
  * Prints, for bin/mtrace-attach.sh, "mtrace-rc N" with ENTRY's result, "mtrace-paused-ms T" with
  * how long the thread that made the calls was stopped (every thread, while the breakpoints went
@@ -78,8 +81,12 @@ static int poke(uintptr_t at, const void *from, size_t len)
     return pwrite(mem, from, len, (off_t)at) == (ssize_t)len ? 0 : -1;
 }
 
-/* The load address of the mapping of a file whose path ends with suffix, at offset 0, and its
- * path (the process's view, read through /proc/PID/root); 0 when none. */
+/* The load address of the object loaded from a file whose path ends with suffix, from its code's
+ * mapping (executable; its address less its offset in the file: a linker lays a shared object's
+ * code at the same offset in the file and in memory), and its path (the process's view, read
+ * through /proc/PID/root; a memfd's, which has none, through /proc/PID/map_files: the very file
+ * mapped); 0 when none. Mappings of the file that are not code (mtrace's symbolizer maps the
+ * files it reads) are not taken. */
 static uintptr_t base_of(const char *suffix, char *path, size_t cap)
 {
     char name[64], line[4096];
@@ -87,13 +94,18 @@ static uintptr_t base_of(const char *suffix, char *path, size_t cap)
     FILE *f = fopen(name, "r");
     uintptr_t base = 0;
     while (f && !base && fgets(line, sizeof line, f)) {
-        unsigned long lo, off;
-        char file[4096] = "";
-        if (sscanf(line, "%lx-%*x %*s %lx %*s %*s %4095s", &lo, &off, file) < 2 || off) continue;
+        unsigned long lo, hi, off;
+        char perms[8] = "", file[4096] = "";
+        if (sscanf(line, "%lx-%lx %7s %lx %*s %*s %4095s", &lo, &hi, perms, &off, file) < 4 ||
+            perms[2] != 'x' || off > lo)
+            continue;
         size_t n = strlen(file), s = strlen(suffix);
         if (n >= s && !strcmp(file + n - s, suffix)) {
-            base = lo;
-            snprintf(path, cap, "/proc/%d/root%s", pid, file);
+            base = lo - off;
+            if (!strncmp(file, "/memfd:", 7))
+                snprintf(path, cap, "/proc/%d/map_files/%lx-%lx", pid, lo, hi);
+            else
+                snprintf(path, cap, "/proc/%d/root%s", pid, file);
         }
     }
     if (f) fclose(f);
@@ -390,7 +402,52 @@ static int dlsym_in(pid_t tid, const struct user_regs_struct *saved, uintptr_t d
     return call(tid, &r, dlsym_at, handle, at, NULL, 0, out);
 }
 
-enum { DLOPEN, DLSYM, DLERROR, ERRNO, STRERROR, MALLOC, CALLOC, REALLOC, FREE, LIBC_NAMES };
+/* The library's bytes in a file of the process's own, made by memfd_create in it: written
+ * through /proc/PID/fd, so that neither the process's user nor its mounts (another namespace,
+ * PrivateTmp, ProtectHome) need to see the library's path. *self: the name the process opens it
+ * by. It stays open, close-on-exec: the loader names the library after it, and mtrace names its
+ * own frames from it. Returns its descriptor, or -1 with nothing left open in the process. */
+static int as_bytes(pid_t tid, const struct user_regs_struct *saved, uintptr_t memfd_create_at,
+                    uintptr_t close_at, const char *library, char *self, size_t cap)
+{
+    static const char name[] = "mtrace.so";
+    uintptr_t r = 0;
+    if (call(tid, saved, memfd_create_at, 0, 1 /* MFD_CLOEXEC */, name, sizeof name, &r) != 0)
+        return -1;
+    int fd = (int)(uint32_t)r;
+    if (fd < 0) return -1;
+    char at[64], buf[65536];
+    snprintf(at, sizeof at, "/proc/%d/fd/%d", pid, fd);
+    int in = open(library, O_RDONLY | O_CLOEXEC), out = open(at, O_WRONLY | O_CLOEXEC);
+    ssize_t n = 0;
+    int ok = in >= 0 && out >= 0;
+    while (ok && (n = read(in, buf, sizeof buf)) > 0)
+        ok = write(out, buf, (size_t)n) == n;
+    ok = ok && n == 0;
+    if (in >= 0) close(in);
+    if (out >= 0) close(out);
+    if (!ok) {
+        if (close_at) call(tid, saved, close_at, (uintptr_t)fd, 0, NULL, 0, &r);
+        return -1;
+    }
+    snprintf(self, cap, "/proc/self/fd/%d", fd);
+    return fd;
+}
+
+enum {
+    DLOPEN,
+    DLSYM,
+    DLERROR,
+    ERRNO,
+    STRERROR,
+    MALLOC,
+    CALLOC,
+    REALLOC,
+    FREE,
+    MEMFD_CREATE,
+    CLOSE,
+    LIBC_NAMES
+};
 
 int main(int argc, char **argv)
 {
@@ -403,9 +460,9 @@ int main(int argc, char **argv)
     if (pid <= 0) fail(1, "no such process");
     setvbuf(stdout, NULL, _IOLBF, 0);
 
-    static const char *const libc_names[LIBC_NAMES] = {"dlopen",           "dlsym",    "dlerror",
-                                                       "__errno_location", "strerror", "malloc",
-                                                       "calloc",           "realloc",  "free"};
+    static const char *const libc_names[LIBC_NAMES] = {
+        "dlopen", "dlsym",   "dlerror", "__errno_location", "strerror", "malloc",
+        "calloc", "realloc", "free",    "memfd_create",     "close"};
     uintptr_t libc[LIBC_NAMES];
     char path[4200];
     uintptr_t libc_base = base_of("/libc.so.6", path, sizeof path);
@@ -419,9 +476,12 @@ int main(int argc, char **argv)
     uintptr_t hooks[4] = {0};
     char own[4200];
     uintptr_t own_base = base_of("/mtrace.so", own, sizeof own);
-    if (own_base && symbols(own, hook_names, hooks, 4) == 0)
+    /* else a copy an earlier attach loaded as bytes, which the maps name after its memfd */
+    uintptr_t bytes_base = own_base ? 0 : base_of("/memfd:mtrace.so", own, sizeof own);
+    uintptr_t base = own_base ? own_base : bytes_base;
+    if (base && symbols(own, hook_names, hooks, 4) == 0)
         for (int i = 0; i < 4; i++)
-            if (hooks[i]) hooks[i] += own_base;
+            if (hooks[i]) hooks[i] += base;
 
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
@@ -487,13 +547,38 @@ int main(int argc, char **argv)
     if (ptrace(PTRACE_GETREGS, tid, 0, &saved) != 0) fail(1, "the stopped thread vanished");
     saved.rip--; /* the breakpoint's instruction, run again once the thread goes on */
 
-    uintptr_t errno_at = 0, h = 0, fn = 0, result = 0;
-    int saved_errno = 0, ok;
-    char text[4096];
+    uintptr_t errno_at = 0, h = 0, fn = 0, result = 0, bytes_reason = 0;
+    int saved_errno = 0, ok, fd;
+    char text[4096], self[64];
     if (libc[ERRNO] && call(tid, &saved, libc[ERRNO], 0, 0, NULL, 0, &errno_at) == 0)
         peek(errno_at, &saved_errno, sizeof saved_errno);
-    ok = call(tid, &saved, libc[DLOPEN], 0, (uintptr_t)mode, library, strlen(library) + 1, &h) == 0;
-    if (ok && !h) {
+    if (bytes_base) {
+        /* the copy loaded as bytes: its entry points at its base, by its own symbols */
+        const char *const names[2] = {entry, "mtrace_lib_attach_reason"};
+        uintptr_t v[2];
+        ok = symbols(own, names, v, 2) == 0 && v[0];
+        if (ok) {
+            fn = bytes_base + v[0];
+            bytes_reason = v[1] ? bytes_base + v[1] : 0;
+        } else {
+            printf("mtrace-error the mtrace.so in process %d has no %s\n", pid, entry);
+        }
+    } else if (mode != 6 && !own_base && libc[MEMFD_CREATE] &&
+               (fd = as_bytes(tid, &saved, libc[MEMFD_CREATE], libc[CLOSE], library, self,
+                              sizeof self)) >= 0) {
+        ok = call(tid, &saved, libc[DLOPEN], 0, (uintptr_t)mode, self, strlen(self) + 1, &h) == 0;
+        if (ok && !h) {
+            /* a process without /proc: by its path, as the process sees it */
+            uintptr_t r;
+            if (libc[CLOSE]) call(tid, &saved, libc[CLOSE], (uintptr_t)fd, 0, NULL, 0, &r);
+            ok = call(tid, &saved, libc[DLOPEN], 0, (uintptr_t)mode, library, strlen(library) + 1,
+                      &h) == 0;
+        }
+    } else {
+        ok = call(tid, &saved, libc[DLOPEN], 0, (uintptr_t)mode, library, strlen(library) + 1,
+                  &h) == 0;
+    }
+    if (ok && !h && !bytes_base) {
         uintptr_t e = 0, found = 0;
         if (libc[DLERROR]) call(tid, &saved, libc[DLERROR], 0, 0, NULL, 0, &e);
         string_at(e, text, sizeof text);
@@ -508,7 +593,7 @@ int main(int argc, char **argv)
         }
     }
     /* dlsym(handle, name): the name is the second argument */
-    if (ok) {
+    if (ok && !bytes_base) {
         ok = dlsym_in(tid, &saved, libc[DLSYM], h, entry, &fn) == 0 && fn;
         if (!ok) printf("mtrace-error %s has no %s\n", library, entry);
     }
@@ -523,9 +608,10 @@ int main(int argc, char **argv)
             if (!strcmp(entry, "mtrace_lib_leaks")) {
                 if (libc[STRERROR])
                     call(tid, &saved, libc[STRERROR], (uintptr_t)call_errno, 0, NULL, 0, &s);
-            } else if (dlsym_in(tid, &saved, libc[DLSYM], h, "mtrace_lib_attach_reason", &reason) ==
-                           0 &&
-                       reason) {
+            } else if (bytes_base ? (reason = bytes_reason) != 0
+                                  : dlsym_in(tid, &saved, libc[DLSYM], h,
+                                             "mtrace_lib_attach_reason", &reason) == 0 &&
+                                        reason) {
                 call(tid, &saved, reason, (uintptr_t)(uint32_t)rc, 0, NULL, 0, &s);
             }
             string_at(s, text, sizeof text);

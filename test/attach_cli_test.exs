@@ -132,6 +132,51 @@ defmodule Mtrace.AttachCliTest do
     assert site.blocks >= 20
   end
 
+  # The library goes to the process as bytes (a memfd of its own), not as a path it must open: a
+  # process of another user is attached to a copy in a directory it cannot enter, reports and is
+  # detached. By dlopen of the path, its attach failed (Permission denied).
+  test "a process of another user, who cannot read the library's path, is attached, reports and is detached" do
+    dir = Path.join(System.tmp_dir!(), "mtrace_bytes_#{System.unique_integer([:positive])}")
+    private = Path.join(dir, "private")
+    File.mkdir_p!(private)
+    on_exit(fn -> File.rm_rf!(dir) end)
+    File.chmod!(dir, 0o755)
+    File.chmod!(private, 0o700)
+    so = Path.join(private, "mtrace.so")
+    File.cp!(Path.join(Path.dirname(mtrace()), "../priv/mtrace.so"), so)
+    program = Path.join(dir, "attachprog")
+    File.cp!(bin("attachprog"), program)
+    File.chmod!(program, 0o755)
+    # where the process, not root, may write its report
+    reports = Path.join(dir, "reports")
+    File.mkdir_p!(reports)
+    File.chmod!(reports, 0o1777)
+
+    setpriv = ~w(--reuid=nobody --regid=nogroup --clear-groups) ++ [program, "10"]
+    {port, pid} = start(setpriv, System.find_executable("setpriv"))
+    Process.sleep(500)
+    injector = Path.join(Path.dirname(mtrace()), "../priv/mtrace-inject")
+
+    inject = fn mode, entry, arg ->
+      System.cmd(injector, ["#{pid}", so, mode, entry, arg, "10", ""])
+    end
+
+    assert {said, 0} = inject.("2", "mtrace_lib_attach", "")
+    assert said =~ "mtrace-rc 0\n"
+    assert File.read!("/proc/#{pid}/maps") =~ "/memfd:mtrace.so"
+    Process.sleep(600)
+    report = Path.join(reports, "now.txt")
+    assert {said, 0} = inject.("6", "mtrace_lib_leaks", report)
+    assert said =~ "mtrace-rc 0\n"
+    r = report!(File.read!(report))
+    assert [site] = r.sites
+    assert "attach_lose" in names(site)
+    assert {said, 0} = inject.("6", "mtrace_lib_detach", "-")
+    assert said =~ "mtrace-rc 0\n"
+    {out, 7} = finish(port)
+    assert out =~ @done
+  end
+
   test "report and detach of a process mtrace is not attached to, and attach to a process that is gone" do
     {port, pid} = start(["8"])
     Process.sleep(300)
