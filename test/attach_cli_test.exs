@@ -143,7 +143,7 @@ defmodule Mtrace.AttachCliTest do
     File.chmod!(dir, 0o755)
     File.chmod!(private, 0o700)
     so = Path.join(private, "mtrace.so")
-    File.cp!(Path.join(Path.dirname(mtrace()), "../priv/mtrace.so"), so)
+    File.cp!(so(), so)
     program = Path.join(dir, "attachprog")
     File.cp!(bin("attachprog"), program)
     File.chmod!(program, 0o755)
@@ -155,7 +155,7 @@ defmodule Mtrace.AttachCliTest do
     setpriv = ~w(--reuid=nobody --regid=nogroup --clear-groups) ++ [program, "10"]
     {port, pid} = start(setpriv, System.find_executable("setpriv"))
     Process.sleep(500)
-    injector = Path.join(Path.dirname(mtrace()), "../priv/mtrace-inject")
+    injector = Path.join(Path.dirname(so()), "mtrace-inject")
 
     inject = fn mode, entry, arg ->
       System.cmd(injector, ["#{pid}", so, mode, entry, arg, "10", ""])
@@ -280,6 +280,29 @@ defmodule Mtrace.AttachCliTest do
     {out, 2} = mtrace!(["attach", "#{pid}"])
     assert out =~ ~r/^mtrace: process #{pid} has no glibc loaded \(a static program/
     finish(port)
+  end
+
+  # A seccomp profile that refuses ptrace (Docker's default on kernels before 4.8) refuses the
+  # attach: one line says so and what to do, and the process runs on untouched.
+  test "a seccomp profile that refuses ptrace is told, in one line" do
+    {port, pid} = start(["6"])
+    Process.sleep(200)
+    no_ptrace = Path.join(root(), "test/support/c_src/no_ptrace")
+
+    {out, 2} =
+      System.cmd(no_ptrace, [mtrace(), "attach", "#{pid}"],
+        env: [{"LD_PRELOAD", nil}],
+        stderr_to_stdout: true
+      )
+
+    assert out ==
+             "mtrace: cannot attach to #{pid}: ptrace of process #{pid} was refused (a seccomp " <>
+               "profile forbids it? Docker's allows it from 4.8 kernels on; add CAP_SYS_PTRACE, " <>
+               "or run with --security-opt seccomp=unconfined)\n"
+
+    refute mapped?(pid)
+    {out, 7} = finish(port)
+    assert out =~ @done
   end
 
   test "a user without the right to trace the process is told why" do

@@ -1,5 +1,6 @@
 /* no_readv COMMAND [ARG...]: runs COMMAND with the process_vm_readv system call refused (EPERM),
- * as Docker's default seccomp profile refuses it to a container without CAP_SYS_PTRACE. */
+ * as Docker's default seccomp profile refuses it to a container without CAP_SYS_PTRACE; built
+ * with -DREFUSED=SYS_ptrace, no_ptrace: ptrace refused so (old kernels' Docker profile). */
 #include <errno.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
@@ -10,6 +11,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#ifndef REFUSED
+#define REFUSED SYS_process_vm_readv
+#endif
+
 int main(int argc, char **argv)
 {
     struct sock_filter filter[] = {
@@ -17,13 +22,13 @@ int main(int argc, char **argv)
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_vm_readv, 0, 1),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, REFUSED, 0, 1),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
     };
     struct sock_fprog prog = {sizeof filter / sizeof filter[0], filter};
     if (argc < 2) {
-        fprintf(stderr, "usage: no_readv COMMAND [ARG...]\n");
+        fprintf(stderr, "usage: %s COMMAND [ARG...]\n", argv[0]);
         return 2;
     }
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
