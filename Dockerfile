@@ -15,7 +15,7 @@ COPY . .
 # Build products copied from the host (see .gitignore) would pass for up to date: start clean.
 # The copy becomes a repository of its own (the host's .git may be a worktree's link that leads
 # nowhere here), whose index lists the sources, as the tests that copy the repository read it.
-RUN rm -rf .git _build deps priv/*.so priv/mtrace-inject c_src/*.o c_src/makevars.mk \
+RUN rm -rf .git _build deps priv/*.so priv/mtrace-inject c_src/*/*.o c_src/makevars.mk \
         test/support/c_src/*.o test/support/c_src/*.so \
     && git init -q && git add -A \
     && make -C c_src \

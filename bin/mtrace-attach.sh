@@ -1,11 +1,11 @@
 # Sourced by bin/mtrace: attach, report and detach in a running process, through mtrace's own
-# injector, priv/mtrace-inject (c_src/inject.c; no gdb).
+# injector, priv/mtrace-inject (c_src/attach/inject.c; no gdb).
 #
 # The injector stops the process at its next call to malloc (or calloc, realloc, free), not
 # wherever it happens to be: stopped inside the loader or the allocator, a call into it (dlopen,
 # or mtrace's own) could deadlock on a lock the stopped thread holds. There it loads
 # priv/mtrace.so (which stays inert until attached) and calls one of its entry points
-# (c_src/api.c), then detaches. A Ctrl-C, like the end of --wait, only ever abandons the wait
+# (c_src/out/api.c), then detaches. A Ctrl-C, like the end of --wait, only ever abandons the wait
 # for malloc, and the process runs on untouched; once the call is made, the injector waits for
 # its end.
 

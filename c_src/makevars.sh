@@ -18,7 +18,7 @@ else
   unwind_libs=-lunwind
 fi
 
-# libdw's headers only: symbols_dwarf.c opens the library itself, at its first use.
+# libdw's headers only: symbols/dwarf.c opens the library itself, at its first use.
 if pkg-config --exists libdw 2>/dev/null; then
   dw_cflags=$(pkg-config --cflags libdw)
 else

@@ -96,7 +96,7 @@ await(Refs, Ms) ->
                   Refs).
 
 %% Teaches the NIF where a process's heap pointers lie in the VM's Process struct
-%% (c_src/beam_heaps.h), once a node, so that the mark leaves out the unused part of each heap:
+%% (c_src/mark/beam_heaps.h), once a node, so that the mark leaves out the unused part of each heap:
 %% the stale words there keep lost blocks, and the free id lists of the process and port tables,
 %% found by the two limits. It learns from processes whose numbers the VM gives: two that wait in
 %% receive, of normal and of high priority, each with an old heap, and the learner itself,

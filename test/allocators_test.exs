@@ -1,7 +1,7 @@
 defmodule Mtrace.AllocatorsTest do
   # Programs linked with another allocator than glibc's (jemalloc, tcmalloc, mimalloc) run under
   # mtrace exactly as without it: the hooks forward to the allocator that follows the preload
-  # (c_src/allocator.h), never to glibc's. Their exit reports name the allocator, and report no
+  # (c_src/record/allocator.h), never to glibc's. Their exit reports name the allocator, and report no
   # block that is still referenced; and Debian's redis-server (jemalloc) serves redis-benchmark
   # under mtrace and shuts down cleanly.
   use ExUnit.Case, async: true

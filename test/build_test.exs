@@ -5,10 +5,10 @@ defmodule Mtrace.BuildTest do
 
   @moduletag timeout: 300_000
 
-  # The hooked functions come from their one list (c_src/hooklist.h): a hook added there and
+  # The hooked functions come from their one list (c_src/record/hooklist.h): a hook added there and
   # not to mtrace.version fails here, as an export added by mistake does. The NIF API's share
   # (MT_FOR_EACH_NIF_HOOK) is reached by rewritten words only, and never exported.
-  @hooks "c_src/hooklist.h"
+  @hooks "c_src/record/hooklist.h"
          |> File.read!()
          |> String.split("#define MT_FOR_EACH_NIF_HOOK")
          |> hd()
@@ -29,10 +29,8 @@ defmodule Mtrace.BuildTest do
       copy = Path.join(dir, "c_src")
       File.mkdir_p!(copy)
 
-      for file <- File.ls!(src),
-          Path.extname(file) in [".c", ".h", ".sh", ".mk", ".version"] or
-            file == "Makefile",
-          file != "makevars.mk" do
+      for file <- sources(src) do
+        File.mkdir_p!(Path.dirname(Path.join(copy, file)))
         File.cp!(Path.join(src, file), Path.join(copy, file))
       end
 
@@ -62,5 +60,31 @@ defmodule Mtrace.BuildTest do
 
       assert strong_enif == [], "enif_* must be weak to load outside the BEAM"
     end
+  end
+
+  # The hook path stands alone: a file of record/ reaches no layer above it (the mark, the
+  # symbolizer, the output, attach, the NIF) and nothing of erl_nif.h, so that what runs inside a
+  # program's malloc is what record/ holds.
+  test "record/ includes nothing of the layers above it" do
+    src = Path.expand("../c_src", __DIR__)
+
+    reached =
+      for file <- Path.wildcard(Path.join(src, "record/*.[ch]")),
+          [_, header] <- Regex.scan(~r/^#include [<"]([^">]+)[">]/m, File.read!(file)),
+          header =~ ~r{^(mark|symbols|out|attach|nif)/} or header =~ "erl_nif",
+          do: {Path.relative_to(file, src), header}
+
+    assert reached == []
+    assert length(Path.wildcard(Path.join(src, "record/*.c"))) >= 8
+  end
+
+  # What a clean tree holds: sources, the makefiles and the version script, in every layer.
+  defp sources(src) do
+    for file <- Path.wildcard(Path.join(src, "**/*")),
+        File.regular?(file),
+        name = Path.basename(file),
+        Path.extname(name) in [".c", ".h", ".sh", ".mk", ".version"] or name == "Makefile",
+        name != "makevars.mk",
+        do: Path.relative_to(file, src)
   end
 end

@@ -84,7 +84,7 @@ defmodule Mtrace.CTest do
   # not a finding. Not under the test node's preload: traced, cppcheck took over a minute on a busy
   # machine; untraced it takes about 2 s.
   test "cppcheck finds nothing in c_src" do
-    sources = Path.wildcard(Path.expand("../c_src/*.c", __DIR__))
+    sources = Path.wildcard(Path.expand("../c_src/**/*.c", __DIR__))
 
     {out, status} =
       System.cmd(

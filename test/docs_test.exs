@@ -35,6 +35,23 @@ defmodule Mtrace.DocsTest do
     assert text =~ ~r/\A# mtrace\n\n    bin\/demo .*\n    bin\/test .*\n/
   end
 
+  # docs/architecture.md has a table a layer of c_src/, and each names every file of its folder.
+  test "docs/architecture.md names every file of c_src/ under its layer" do
+    text = File.read!(Path.join(@root, "docs/architecture.md"))
+
+    unnamed =
+      for file <- Path.wildcard(Path.join(@root, "c_src/*/*.[ch]")),
+          layer = file |> Path.dirname() |> Path.basename(),
+          [_, table] <- [
+            Regex.run(~r/\*\*`#{layer}\/`[^\n]*\n\n((?:\|[^\n]*\n)+)/, text) || [nil, ""]
+          ],
+          name = Path.basename(file),
+          not (table =~ "`#{name}`" or table =~ "`#{Path.rootname(name)}.[ch]`"),
+          do: Path.relative_to(file, @root)
+
+    assert unnamed == []
+  end
+
   test "no page of the README or docs/ carries a commit hash" do
     hashes =
       for page <- @pages,

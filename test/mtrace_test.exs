@@ -47,8 +47,8 @@ defmodule MtraceTest do
     assert length(described) == length(Enum.uniq(described)), "a key described twice"
     assert keys -- described == [], "returned, not described"
     assert described -- keys == [], "described, not returned"
-    # Each hooked function of c_src/hooklist.h has its counter.
-    hooks = Regex.scan(~r/^    X\((\w+), MT_/m, File.read!("c_src/hooklist.h"))
+    # Each hooked function of c_src/record/hooklist.h has its counter.
+    hooks = Regex.scan(~r/^    X\((\w+), MT_/m, File.read!("c_src/record/hooklist.h"))
     assert length(hooks) > 10
     assert Enum.reject(hooks, fn [_, name] -> :"#{name}_cnt" in keys end) == []
   end

@@ -186,7 +186,7 @@ defmodule Mtrace.Reader do
   defp preloaded!(result), do: result
 
   # The answer of a reader that calls blocks lost (leaks/1, why/2), or the lost rule's refusal
-  # (c_src/nif.c's refusal()) raised.
+  # (c_src/nif/nif.c's refusal()) raised.
   defp complete!({:error, reason, heap_refused}),
     do: raise(Mtrace.IncompleteError, reason: reason, heap_refused: heap_refused)
 

@@ -9,7 +9,7 @@
 
 #include <stdint.h>
 
-#include "../../c_src/recorder.h"
+#include "record/recorder.h"
 
 #define HOOK ((uintptr_t)0x1234)
 /* No frame has this stack pointer: the recorder falls back to a plain unwind. */

@@ -18,7 +18,7 @@
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 
-#include "../../c_src/cfi.h"
+#include "record/cfi.h"
 
 static int passed, failed;
 

@@ -1,4 +1,5 @@
-/* heap_test.c: the walk of glibc's heap (heap.h) against the program's own list of what it holds.
+/* heap_test.c: the walk of glibc's heap (glibc_heap.h) against the program's own list of what it
+ * holds.
  *
  * The program interposes the malloc family itself (as an executable's definitions do for every
  * library), so that its list holds glibc's own blocks too (a thread's DTV, stdio's buffers).
@@ -20,9 +21,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../c_src/heap.h"
-#include "../../c_src/mem.h"
-#include "../../c_src/platform.h"
+#include "base/mem.h"
+#include "base/platform.h"
+#include "mark/glibc_heap.h"
 
 static int passed, failed;
 

@@ -12,9 +12,9 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "../../c_src/beam_vm.h"
-#include "../../c_src/layouts.h"
-#include "../../c_src/platform.h"
+#include "base/platform.h"
+#include "mark/beam_vm.h"
+#include "mark/layouts.h"
 
 static int passed, failed;
 
@@ -185,11 +185,11 @@ static void binary27_blocks(void)
 
 /* Binaries in blocks without a record, read to glibc's usable size: their bytes past their own
  * are not read, nor the word they end in. */
-static void untold_binaries(void)
+static void unrecorded_binaries(void)
 {
     static const struct {
         uintptr_t head[4];
-        int untold;
+        int unrecorded;
         size_t end, first;
         const char *what;
     } cases[] = {
@@ -214,8 +214,8 @@ static void untold_binaries(void)
         uintptr_t b[136 / sizeof(uintptr_t)] = {0};
         size_t first;
         memcpy(b, cases[i].head, sizeof cases[i].head);
-        check(mt_layout_pointer_range(b, sizeof b, 0x1000, cases[i].untold, MT_OTP_ALL, &first) ==
-                      cases[i].end &&
+        check(mt_layout_pointer_range(b, sizeof b, 0x1000, cases[i].unrecorded, MT_OTP_ALL,
+                                      &first) == cases[i].end &&
                   first == cases[i].first,
               cases[i].what);
     }
@@ -707,7 +707,7 @@ int main(void)
     funs();
     atoms();
     binary27_blocks();
-    untold_binaries();
+    unrecorded_binaries();
     heap_binaries();
     heap_bitstrings();
     text_ends();

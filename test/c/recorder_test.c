@@ -16,11 +16,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../c_src/beam_frames.h"
-#include "../../c_src/recorder.h"
-#include "../../c_src/stack.h"
-#include "../../c_src/table.h"
 #include "blocks.h"
+#include "record/beam_frames.h"
+#include "record/recorder.h"
+#include "record/stack.h"
+#include "record/table.h"
 
 /* Passed and failed checks, in memory shared with the children that make checks of their own. */
 static int *counts;

@@ -13,9 +13,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "../../c_src/recorder.h"
-#include "../../c_src/report.h"
 #include "blocks.h"
+#include "out/report.h"
+#include "record/recorder.h"
 
 static int passed, failed;
 

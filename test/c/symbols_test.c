@@ -5,7 +5,7 @@
  * so demangling is checked without a C++ or Rust toolchain.
  */
 #define _GNU_SOURCE
-#include "../../c_src/symbols.h"
+#include "symbols/symbols.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -219,7 +219,7 @@ static void malformed_files(void)
 }
 
 /* The GDB JIT interface as a JIT defines it (layouts.h); -rdynamic lets the symbolizer find it
- * by name. Its symfiles are laid out as the BEAM's (symbols_jit.c). */
+ * by name. Its symfiles are laid out as the BEAM's (symbols/jit.c). */
 struct jit_entry {
     struct jit_entry *next, *prev;
     const unsigned char *symfile;

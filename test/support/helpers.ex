@@ -22,7 +22,7 @@ defmodule Mtrace.Test.Helpers do
 
   @doc """
   The MTRACE_* variables the library reads, as its build lists them from its one declaration
-  (c_src/config.c, priv/mtrace-options.txt): {name, default, meaning}.
+  (c_src/base/config.c, priv/mtrace-options.txt): {name, default, meaning}.
   """
   def options do
     Path.expand("../../priv/mtrace-options.txt", __DIR__)

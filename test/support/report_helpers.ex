@@ -210,7 +210,7 @@ defmodule Mtrace.Test.Report do
 
   @doc "Whether a frame's place (the second of its pair) is in mtrace.so or its sources."
   def tracer?(where) do
-    sources = Path.wildcard(Path.join(@root, "c_src/*.c")) |> Enum.map(&Path.basename/1)
+    sources = Path.wildcard(Path.join(@root, "c_src/**/*.c")) |> Enum.map(&Path.basename/1)
     where == so() or (where =~ ~r/:\d+$/ and hd(String.split(where, ":")) in sources)
   end
 
