@@ -1,14 +1,22 @@
 defmodule Mtrace.Remote do
   @moduledoc false
   # bin/mtrace --node: a running BEAM node that has neither mtrace nor Elixir on its code path,
-  # reached as a hidden node. What the readers need in it is the NIF and two Erlang modules
-  # (src/mtrace_nif.erl, src/mtrace_node.erl): their code goes over distribution
+  # reached as a hidden node. What the readers need in it is the NIF and src/'s Erlang modules
+  # (the readers' bodies, and the Erlang API with them): their code goes over distribution
   # (code:load_binary/3), the library's bytes too, written by the node itself where it may write,
   # so that its user, PrivateTmp and ProtectHome do not matter. Its code path and applications
-  # are left as they were. The readers themselves run here, their calls into the recording node
-  # made there (Mtrace.Target): the results are the same structs as in the node itself.
+  # are left as they were. The readers run there (Mtrace.Target), their maps made structs here:
+  # the results are the same as in the node itself.
 
-  @modules [:mtrace_nif, :mtrace_node]
+  @modules [
+    :mtrace_nif,
+    :mtrace_node,
+    :mtrace_options,
+    :mtrace_sites,
+    :mtrace_read,
+    :mtrace_text,
+    :mtrace
+  ]
 
   @doc """
   Connects to `name` (an atom, or a string; `name@host`, the host this one's when left out):

@@ -7,10 +7,10 @@ defmodule Mtrace.Report do
   # separators. A version this module does not know is refused, with the reason; lines of no
   # record (a program's own output around a report on stderr) are skipped.
 
-  alias Mtrace.{Frame, Site, Sites}
+  alias Mtrace.{Frame, Reader, Site}
 
   @magic "# mtrace report v"
-  @version 1
+  @version :mtrace_text.version()
 
   @doc "The report format's version this mtrace writes and reads (report.h, MT_REPORT_FORMAT)."
   @spec version() :: pos_integer()
@@ -175,9 +175,9 @@ defmodule Mtrace.Report do
   defp erlang(address, text) do
     with true <- String.ends_with?(text, ")"),
          {name, file, line} <- sourced(String.slice(text, 0..-2//1)) do
-      %{Sites.erlang_frame(address, name, false) | file: file, line: line}
+      %{Reader.frame(:mtrace_sites.erlang_frame(address, name, false)) | file: file, line: line}
     else
-      _ -> Sites.erlang_frame(address, text, false)
+      _ -> Reader.frame(:mtrace_sites.erlang_frame(address, text, false))
     end
   end
 
