@@ -20,7 +20,13 @@ defmodule Mtrace.ErlangApiTest do
     eval = ~s[Dir = "#{dir}", #{script}, halt(0).]
 
     System.cmd("erl", ["-noshell", "-pa", ebin, "-pa", dir, "-eval", eval],
-      env: [{"LD_PRELOAD", mtrace_so()}, {"ERL_LIBS", nil}, {"ERL_AFLAGS", nil}],
+      env: [
+        {"LD_PRELOAD", mtrace_so()},
+        {"ERL_LIBS", nil},
+        {"ERL_AFLAGS", nil},
+        {"ERL_CRASH_DUMP_SECONDS", "0"}
+      ],
+      cd: dir,
       stderr_to_stdout: true
     )
   end
