@@ -1,7 +1,8 @@
 defmodule Mtrace.Rebar3Test do
   # mtrace as a rebar3 dependency (rebar.config, src/mtrace.app.src): an Erlang project that
   # depends on it (a fresh copy in _checkouts) builds priv/mtrace.so with the same makevars build, and a node without Elixir
-  # preloads the file its NIF loads, one table for both, which bin/mtrace --node then reads.
+  # preloads the file its NIF loads, one table for both, which its own mtrace:stats() and
+  # bin/mtrace --node then read.
   use ExUnit.Case, async: true
   import Mtrace.Test.Helpers
 
@@ -59,7 +60,7 @@ defmodule Mtrace.Rebar3Test do
           ~w(-sname #{name} -setcookie #{@cookie} -noshell -pa #{Path.join(lib, "ebin")} #{shop} -eval) ++
             [
               "{ok, _} = application:ensure_all_started(shop), " <>
-                "io:format(\"~p~n\", [maps:with([preloaded, recording], mtrace_node:stats())]), " <>
+                "io:format(\"~p~n\", [maps:with([preloaded, recording], mtrace:stats())]), " <>
                 "mtrace_test_leaky:serve(4096, 20)"
             ],
         env: [{~c"LD_PRELOAD", String.to_charlist(so)}, {~c"ERL_LIBS", false}]
