@@ -19,7 +19,8 @@ MARK = $(SRC)/mark/snapshot.o $(SRC)/mark/world.o $(SRC)/mark/reach.o $(SRC)/mar
 # Reports, CSV, when they happen, and the C API.
 OUT = $(SRC)/out/report.o $(SRC)/out/csv.o $(SRC)/out/service.o $(SRC)/out/api.o
 # The NIF and the NIF API's hooks.
-NIF = $(SRC)/nif/nif.o $(SRC)/nif/filter.o $(SRC)/nif/nif_hooks.o
+NIF = $(SRC)/nif/nif.o $(SRC)/nif/terms.o $(SRC)/nif/live.o $(SRC)/nif/lost.o $(SRC)/nif/state.o \
+      $(SRC)/nif/scrub.o $(SRC)/nif/filter.o $(SRC)/nif/nif_hooks.o
 OBJS = $(BASE) $(RECORD) $(ATTACH) $(SYMBOLS) $(MARK) $(OUT) $(NIF)
 
 HDRS = $(SRC)/base/config.h $(SRC)/base/mem.h $(SRC)/base/platform.h $(SRC)/base/proc.h \
@@ -33,4 +34,5 @@ HDRS = $(SRC)/base/config.h $(SRC)/base/mem.h $(SRC)/base/platform.h $(SRC)/base
 	$(SRC)/mark/beam_vm.h $(SRC)/mark/glibc_heap.h $(SRC)/mark/layouts.h $(SRC)/mark/reach.h \
 	$(SRC)/mark/roots.h $(SRC)/mark/rules.h $(SRC)/mark/snapshot.h $(SRC)/mark/world.h \
 	$(SRC)/out/csv.h $(SRC)/out/report.h $(SRC)/out/service.h \
-	$(SRC)/nif/filter.h $(SRC)/nif/nif_api.h $(SRC)/nif/nif_hooks.h
+	$(SRC)/nif/filter.h $(SRC)/nif/nif_api.h $(SRC)/nif/nif_hooks.h $(SRC)/nif/readers.h \
+	$(SRC)/nif/terms.h

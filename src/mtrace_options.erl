@@ -97,7 +97,7 @@ ok(max_age, V) ->
     V =:= nil orelse is_number(V) andalso V >= 0;
 ok(min_size, V) ->
     is_integer(V) andalso V >= 0 andalso V =< ?MAX_U64;
-%% The texts the NIF reads into buffers of 1024 bytes (nif.c, get_text), as C strings.
+%% The texts the NIF reads into buffers of 1024 bytes (c_src/nif/filter.c, get_text), as C strings.
 ok(library, V) ->
     V =:= nil orelse c_text(V);
 ok(function, V) ->
@@ -212,7 +212,7 @@ expected(K, L) ->
         false -> [write(L, true), " or ", write(L, false)]
     end.
 
-%% The filter term of nif.c: {min_age_ns, max_age_ns, since_ns, min_size, library, function,
+%% The filter term of c_src/nif/filter.c: {min_age_ns, max_age_ns, since_ns, min_size, library, function,
 %% erlang}; a block filter left out (diff takes none) passes every block. A regular expression
 %% is matched on this side (mtrace_sites): C gets nil for it. erlang is the start of the names
 %% the perf map gives ("'Elixir.Mod':fun/").

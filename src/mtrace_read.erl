@@ -5,7 +5,7 @@
 %% error({mtrace, Why}), which each API words in its own language:
 %%   {not_preloaded, HeapRefused}        the node does not record (HeapRefused: why glibc's heap
 %%                                       was not walked either, or nil);
-%%   {incomplete, Reason, HeapRefused}   leaks and why cannot tell lost blocks (nif.c's refusal);
+%%   {incomplete, Reason, HeapRefused}   leaks and why cannot tell lost blocks (c_src/nif/lost.c's refusal);
 %%   {heap, Reason}                      heap/0 could not walk glibc's heap;
 %%   {mark_of, Node}                     diff's mark is of another node.
 -module(mtrace_read).
@@ -171,6 +171,6 @@ preloaded({not_preloaded, HeapRefused}) -> error({mtrace, {not_preloaded, HeapRe
 preloaded(Result) -> Result.
 
 %% The answer of a reader that calls blocks lost (leaks, why), or the lost rule's refusal
-%% (c_src/nif/nif.c's refusal()).
+%% (c_src/nif/lost.c's refusal()).
 complete({error, Reason, HeapRefused}) -> error({mtrace, {incomplete, Reason, HeapRefused}});
 complete(Result) -> preloaded(Result).

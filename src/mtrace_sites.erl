@@ -47,7 +47,7 @@ stack_frame({Address, Library, Function, Offset, File, Line, Inlined, Unloaded, 
 
 %% A JIT range's name, "'Mod':fun/arity" (atoms written as Erlang writes them), as a frame: the
 %% MFA when it is one, else JIT code of the VM's own, named as it is.
--spec erlang_frame(non_neg_integer(), binary(), boolean() | maybe) -> frame().
+-spec erlang_frame(non_neg_integer(), binary(), boolean() | 'maybe') -> frame().
 erlang_frame(Address, Name, Unloaded) ->
     Frame = frame(#{kind => erlang, address => Address, function => Name, unloaded => Unloaded}),
     case erl_scan:string(unicode:characters_to_list(Name)) of
@@ -208,7 +208,7 @@ by_certainty(Sites, Certainty) ->
     [S || #{certainty := C} = S <- Sites, C =:= Certainty].
 
 %% leaks' sites from the lost blocks {Address, Size, AgeNs, StackId, Direct, Scans, Certainty}
-%% of nif.c's leaks: grouped by stack; blocks known from glibc's heap alone (stack and scans
+%% of c_src/nif/lost.c's leaks: grouped by stack; blocks known from glibc's heap alone (stack and scans
 %% nil, and what they hold in the age's place) grouped by usable size and what they hold.
 %% Certainty: nil when the block is lost definitely, {Rule, Holder} when a word a rule
 %% discounted points into it. Whys: each stack's chain, given to its site; with blocks, one site

@@ -86,7 +86,7 @@ line(Word, #{address := Address} = Frame) ->
     ["    ", Word, " 0x", hex(Address), ": ", frame(Frame), "\n"].
 
 frame(#{kind := erlang} = F) -> [erlang_name(F), source(F), " (erlang)"];
-frame(#{unloaded := maybe}) -> "?? (unloaded or replaced)";
+frame(#{unloaded := 'maybe'}) -> "?? (unloaded or replaced)";
 frame(#{library := nil, function := nil}) -> "?? (no module)";
 frame(#{unloaded := true} = F) -> [native(F), " [unloaded]"];
 frame(F) -> native(F).

@@ -280,7 +280,7 @@ defmodule Mtrace.FuzzTest do
   defp u64, do: pick([0, 1, 10, (1 <<< 64) - 1], [-1, 1 <<< 64, 1.0, :a, nil])
   defp bool, do: pick([true, false], [nil, 1, "true"])
 
-  # The filter tuple of Mtrace.Options.filter/1, one element at a time.
+  # The filter tuple of mtrace_options:filter/1, one element at a time.
   defp filter do
     elements = [
       u64(),

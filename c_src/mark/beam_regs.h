@@ -11,7 +11,7 @@
  * holds a double, never a pointer: the whole array is left out of the mark.
  *
  * Where it lies is learnt on each scheduler, by the one NIF that runs there before each mark
- * (nif.c's scrub): the JIT calls a NIF with argv at X0, and its Elixir caller computes a float
+ * (nif/scrub.c): the JIT calls a NIF with argv at X0, and its Elixir caller computes a float
  * just before the call, which the JIT leaves in F0. F0 is the first word from argv up, at a
  * cache line, that holds that double's bits; OTP 25 and 27 both put it 1032 words above X0.
  *

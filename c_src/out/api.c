@@ -6,9 +6,9 @@
  *
  * mtrace_lib_attach, mtrace_lib_detach and mtrace_lib_leaks are for a library dlopen'ed into a
  * running process (by bin/mtrace attach through priv/mtrace-inject, or a program of the tests)
- * rather than for mtrace.h. The attach takes the options as "MTRACE_NAME=value" lines (or NULL) and returns 0
- * or an enum mt_attach_error (attach.h), as the detach does; mtrace_lib_leaks(path) writes a
- * report of what is lost and still reachable now and returns as mtrace_lib_report does;
+ * rather than for mtrace.h. The attach takes the options as "MTRACE_NAME=value" lines (or NULL) and
+ * returns 0 or an enum mt_attach_error (attach.h), as the detach does; mtrace_lib_leaks(path)
+ * writes a report of what is lost and still reachable now and returns as mtrace_lib_report does;
  * mtrace_lib_attach_reason(error) is a person's sentence for an attach's or detach's error.
  */
 #define _GNU_SOURCE

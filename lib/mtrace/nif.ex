@@ -6,7 +6,7 @@ defmodule Mtrace.Nif do
 
   alias Mtrace.Target
 
-  # The filter every reader passes (Mtrace.Options.filter/1, c_src/nif/filter.h): ages and the time
+  # The filter every reader passes (mtrace_options:filter/1, c_src/nif/filter.h): ages and the time
   # in nanoseconds, a size, then the library, function and Erlang name, each nil when not asked.
   @type filter ::
           {non_neg_integer(), non_neg_integer(), non_neg_integer(), non_neg_integer(),
