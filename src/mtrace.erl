@@ -22,8 +22,10 @@
 leaks() -> leaks([]).
 
 -spec leaks(list() | map()) -> [map()].
-leaks(Opts) ->
-    {Sites, _Info} = read(leaks, [options(leaks, {leaks, 1}, Opts, [Opts])]),
+leaks(Opts) -> lost(Opts, {leaks, 1}, [Opts]).
+
+lost(Opts, Name, Args) ->
+    {Sites, _Info} = read(leaks, [options(leaks, Name, Opts, Args)]),
     Sites.
 
 %% The N largest call sites of the live heap.
@@ -33,7 +35,9 @@ top(N) -> top(N, []).
 -spec top(non_neg_integer(), list() | map()) -> [map()].
 top(N, Opts) ->
     count(N, n, {top, 2}, [N, Opts]),
-    read(top, [N, options(top, {top, 2}, Opts, [N, Opts])]).
+    live(N, Opts, {top, 2}, [N, Opts]).
+
+live(N, Opts, Name, Args) -> read(top, [N, options(top, Name, Opts, Args)]).
 
 %% Why the live block at Address is kept: the shortest chain of pointers from a root to it, nil
 %% when none holds it, {error, not_a_block} when no live block holds Address.
@@ -98,13 +102,16 @@ mark() -> read(mark, []).
 diff(Mark) -> diff(Mark, []).
 
 -spec diff(map(), list() | map()) -> [map()].
-diff(Mark, Opts) when is_map(Mark) ->
-    {Sites, ResetSince} = read(diff, [Mark, options(diff, {diff, 2}, Opts, [Mark, Opts])]),
+diff(Mark, Opts) -> changed(Mark, Opts, {diff, 2}, [Mark, Opts]).
+
+changed(#{node := Node, time_ns := Time, resets := Resets, sites := Then} = Mark, Opts, Name, Args)
+  when is_atom(Node), is_integer(Time), is_integer(Resets), is_map(Then) ->
+    {Sites, ResetSince} = read(diff, [Mark, options(diff, Name, Opts, Args)]),
     ResetSince andalso logger:warning("mtrace:diff/2: mtrace:reset/0 ran since the mark; "
                                       "its blocks read as freed"),
     Sites;
-diff(Mark, Opts) ->
-    badarg({diff, 2}, [Mark, Opts], ["expected a mark (mtrace:mark/0), got: ", write(Mark)]).
+changed(Mark, _Opts, Name, Args) ->
+    badarg(Name, Args, ["expected a mark (mtrace:mark/0), got: ", write(Mark)]).
 
 %% Writes the live heap's sites (what: live, the default), the lost ones (what: leaks) or a
 %% diff's ({diff, Mark}) to Path as a text report (the format of the exit report). The other
@@ -114,17 +121,14 @@ write(Path, Format) -> write(Path, Format, []).
 
 -spec write(file:name_all(), text, list() | map()) -> ok | {error, file:posix()}.
 write(Path, text, Opts) ->
-    List = if is_map(Opts) -> maps:to_list(Opts); true -> Opts end,
-    {What, Rest} = case lists:keytake(what, 1, List) of
-                       {value, {what, W}, R} -> {W, R};
-                       false -> {live, List}
-                   end,
+    Args = [Path, text, Opts],
+    {What, Rest} = what(Opts),
     Sites = case What of
-                live -> top(mtrace_options:no_limit(), Rest);
-                leaks -> leaks(Rest);
-                {diff, Mark} -> diff(Mark, Rest);
+                live -> live(mtrace_options:no_limit(), Rest, {write, 3}, Args);
+                leaks -> lost(Rest, {write, 3}, Args);
+                {diff, Mark} -> changed(Mark, Rest, {write, 3}, Args);
                 Other ->
-                    badarg({write, 3}, [Path, text, Opts],
+                    badarg({write, 3}, Args,
                            ["what must be live, leaks or {diff, Mark}, got: ", write(Other)])
             end,
     file:write_file(Path, mtrace_text:render(Sites, #{what => report_of(What)}));
@@ -132,6 +136,17 @@ write(Path, Format, Opts) ->
     badarg({write, 3}, [Path, Format, Opts],
            ["format must be text (the other formats are Elixir's: Mtrace.write/3), got: ",
             write(Format)]).
+
+%% write/3's what option, and the reader's options without it (which the reader checks).
+what(Opts) when is_map(Opts) ->
+    {maps:get(what, Opts, live), maps:remove(what, Opts)};
+what(Opts) when length(Opts) >= 0 ->
+    case lists:keytake(what, 1, Opts) of
+        {value, {what, What}, Rest} -> {What, Rest};
+        false -> {live, Opts}
+    end;
+what(Opts) ->
+    {live, Opts}.
 
 report_of(leaks) -> leaks;
 report_of(_) -> live.
@@ -224,11 +239,10 @@ library() ->
 %% Opts validated for Reader: a map of every option. Name is {Function, Arity} for the sentence.
 options(Reader, Name, Opts, Args) ->
     Pairs = case Opts of
-                M when is_map(M) -> maps:to_list(M);
-                L when is_list(L) -> [unfold(P) || P <- L];
-                Other -> Other
+                M when is_map(M) -> unfold(maps:to_list(M));
+                L -> unfold(L)
             end,
-    case [K || {K, _} <- list_or_empty(Pairs), K =:= nodes orelse K =:= timeout] of
+    case [K || K <- keys(Pairs), K =:= nodes orelse K =:= timeout] of
         [K | _] ->
             badarg(Name, Args,
                    [atom_to_list(K), " is for Elixir's Mtrace; in Erlang, call mtrace on each node "
@@ -240,16 +254,24 @@ options(Reader, Name, Opts, Args) ->
             end
     end.
 
-list_or_empty(L) when is_list(L) -> [P || {_, _} = P <- L];
-list_or_empty(_) -> [].
+%% The keys of a list's pairs; an improper list's tail is left to validate/2 to refuse.
+keys([{K, _} | T]) -> [K | keys(T)];
+keys([_ | T]) -> keys(T);
+keys(_) -> [].
 
-unfold(Key) when is_atom(Key) -> {Key, true};
-unfold({Key, Text}) when Key =:= library; Key =:= function; Key =:= erlang; Key =:= title ->
-    case is_list(Text) andalso io_lib:printable_unicode_list(Text) of
-        true -> {Key, unicode:characters_to_binary(Text)};
-        false -> {Key, Text}
-    end;
-unfold(Pair) -> Pair.
+%% A bare atom as {Atom, true}, a text option's string as a binary; any tail left as it is.
+unfold([Key | T]) when is_atom(Key) ->
+    [{Key, true} | unfold(T)];
+unfold([{Key, Text} | T]) when Key =:= library; Key =:= function; Key =:= erlang; Key =:= title ->
+    Pair = case is_list(Text) andalso io_lib:printable_unicode_list(Text) of
+               true -> {Key, unicode:characters_to_binary(Text)};
+               false -> {Key, Text}
+           end,
+    [Pair | unfold(T)];
+unfold([Pair | T]) ->
+    [Pair | unfold(T)];
+unfold(Tail) ->
+    Tail.
 
 count(N, _What, _Name, _Args) when is_integer(N), N >= 0 ->
     ok;

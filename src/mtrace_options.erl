@@ -10,7 +10,8 @@
 -export_type([reader/0, error/0]).
 
 -type reader() :: olds | leaks | top | diff | mark | why | stats | watch | render | attach.
--type error() :: {not_options, term()} | {unknown, atom(), [atom()]} | {bad, atom(), term()}.
+-type error() :: {not_options, term()} | {unknown, atom(), [atom()]} | {duplicate, atom()}
+                 | {bad, atom(), term()}.
 
 -define(MAX_U64, 16#FFFFFFFFFFFFFFFF).
 
@@ -68,12 +69,15 @@ validate(Reader, Opts) ->
             {error, {not_options, Opts}};
         true ->
             Keys = [K || {K, _} <- Defaults],
-            case [K || {K, _} <- Opts, not lists:member(K, Keys)] of
-                [Unknown | _] ->
+            Named = [K || {K, _} <- Opts],
+            case {[K || K <- Named, not lists:member(K, Keys)], Named -- lists:usort(Named)} of
+                {[Unknown | _], _} ->
                     {error, {unknown, Unknown, Keys}};
-                [] ->
+                {[], [Twice | _]} ->
+                    {error, {duplicate, Twice}};
+                {[], []} ->
                     Given = maps:from_list(Opts),
-                    check(maps:merge(maps:from_list(Defaults), Given), maps:to_list(Given))
+                    check(maps:merge(maps:from_list(Defaults), Given), Opts)
             end
     end.
 
@@ -106,6 +110,7 @@ ok(function, V) ->
 ok(erlang, V) ->
     V =:= nil
     orelse c_text(V) andalso V =/= <<>> andalso binary:first(V) =/= $:
+           andalso is_list(unicode:characters_to_list(V))
            andalso lists:all(fun(P) -> string:length(P) =< 255 end,
                              binary:split(V, [<<"/">>, <<":">>], [global]));
 ok(nodes, V) ->
@@ -157,6 +162,8 @@ message(Reader, {unknown, Key, Keys}, Lang) ->
                   ["unknown option ", write(Lang, Key)]
           end,
     [Why, "; the options are ", lists:join(", ", [write(Lang, K) || K <- Keys])];
+message(_Reader, {duplicate, Key}, Lang) ->
+    ["option ", write(Lang, Key), " is given more than once"];
 message(_Reader, {bad, since, #{node := Node}}, _Lang) when Node =/= node() ->
     ["since is a mark of ", atom_to_list(Node), ", not of ", atom_to_list(node())];
 message(_Reader, {bad, Key, Value}, Lang) ->
@@ -228,13 +235,15 @@ filter(Opts) ->
      case Get(erlang, nil) of nil -> nil; E -> erlang_prefix(erlang_mfa(E)) end}.
 
 %% "Mod", "Mod:fun" or "Mod:fun/arity" as {module, function | nil, arity | nil}; a module that
-%% starts with a capital is an Elixir alias ("MyApp.Cache" is 'Elixir.MyApp.Cache').
+%% starts with a capital is an Elixir alias ("MyApp.Cache" is 'Elixir.MyApp.Cache', "Elixir" is
+%% 'Elixir', as in Elixir).
 erlang_mfa(Text) ->
     {Mod, Fun} = case string:split(Text, ":") of
                      [M, F] -> {M, F};
                      [M] -> {M, nil}
                  end,
     Module = case Mod of
+                 <<"Elixir">> -> 'Elixir';
                  <<"Elixir.", _/binary>> -> binary_to_atom(Mod);
                  <<C, _/binary>> when C >= $A, C =< $Z -> binary_to_atom(<<"Elixir.", Mod/binary>>);
                  _ -> binary_to_atom(Mod)

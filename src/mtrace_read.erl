@@ -26,13 +26,14 @@ olds(N, #{demangle := Demangle} = Opts) ->
             preloaded(mtrace_nif:olds_nif(min(N, Limit), Demangle, Filter));
         Regex ->
             Olds = preloaded(mtrace_nif:olds_nif(Limit, Demangle, Filter)),
+            Pattern = mtrace_sites:pattern(Regex),
             Named = [O || {_, _, _, _, Stack} = O <- Olds,
-                          lists:any(fun(Frame) -> named(Frame, Regex) end, Stack)],
+                          lists:any(fun(Frame) -> named(Frame, Pattern) end, Stack)],
             lists:sublist(Named, min(N, Limit))
     end.
 
-named({Library, Function}, Regex) when Library =/= erlang, is_binary(Function) ->
-    mtrace_sites:name_matches(Function, Regex);
+named({Library, Function}, Pattern) when Library =/= erlang, is_binary(Function) ->
+    mtrace_sites:name_matches(Function, Pattern);
 named(_, _) ->
     false.
 

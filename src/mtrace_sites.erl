@@ -6,7 +6,7 @@
 -module(mtrace_sites).
 
 -export([site/1, frame/1, stacks/2, erlang_frame/3, matching_regex/2, group/3, by_size/1,
-         by_certainty/2, name_matches/2, lost/3, paths/2, paths_by_id/2]).
+         by_certainty/2, pattern/1, name_matches/2, lost/3, paths/2, paths_by_id/2]).
 
 -export_type([site/0, frame/0, path/0]).
 
@@ -61,7 +61,8 @@ erlang_frame(Address, Name, Unloaded) ->
 %% matches. The other stack filters are C's alone (filter.h), applied before a site is made.
 -spec matching_regex([site()], map()) -> [site()].
 matching_regex(Sites, #{function := Function}) when Function =/= nil, not is_binary(Function) ->
-    [S || S <- Sites, lists:any(fun(F) -> native_match(F, Function) end, maps:get(stack, S))];
+    Pattern = pattern(Function),
+    [S || S <- Sites, lists:any(fun(F) -> native_match(F, Pattern) end, maps:get(stack, S))];
 matching_regex(Sites, _Opts) ->
     Sites.
 
@@ -70,9 +71,38 @@ native_match(#{kind := native, function := Name}, Regex) when is_binary(Name) ->
 native_match(_Frame, _Regex) ->
     false.
 
-%% Whether Name matches Regex: re:compile/1's pattern, or an Elixir Regex's.
+%% The function option's regular expression as this node's re runs it: re:compile/1's pattern,
+%% or an Elixir Regex's, compiled again from its source when another PCRE compiled it (a node of
+%% another OTP release).
+-spec pattern(term()) -> term().
+pattern(#{re_pattern := Pattern, source := Source} = Regex) ->
+    case maps:get(re_version, Regex, nil) =:= {re:version(), erlang:system_info(endian)} of
+        true ->
+            Pattern;
+        false ->
+            {ok, Compiled} = re:compile(Source, compile_options(maps:get(opts, Regex, []))),
+            Compiled
+    end;
+pattern(Pattern) ->
+    Pattern.
+
+%% A Regex's options: re's own (Elixir 1.15 on), or Elixir's letters.
+compile_options(Options) when is_list(Options) ->
+    Options;
+compile_options(Letters) when is_binary(Letters) ->
+    lists:append([letter(L) || <<L>> <= Letters]).
+
+letter($i) -> [caseless];
+letter($u) -> [unicode, ucp];
+letter($m) -> [multiline];
+letter($s) -> [dotall];
+letter($x) -> [extended];
+letter($f) -> [firstline];
+letter($U) -> [ungreedy];
+letter(_) -> [].
+
+%% Whether Name matches Pattern (pattern/1's).
 -spec name_matches(binary(), term()) -> boolean().
-name_matches(Name, #{re_pattern := Pattern}) -> name_matches(Name, Pattern);
 name_matches(Name, Pattern) -> re:run(Name, Pattern, [{capture, none}]) =:= match.
 
 %% Sites merged by group: stack (as they are), {depth, K} (equal first K frames), function

@@ -17,9 +17,11 @@ version() -> 1.
 render(Sites, Opts) ->
     What = maps:get(what, Opts, leaks),
     N = length(Sites),
-    unicode:characters_to_binary(
+    %% Bytes as they are: a library's path need not be UTF-8. Only the title and Erlang names,
+    %% characters, are encoded.
+    iolist_to_binary(
     ["# mtrace report v", integer_to_list(version()), "\n",
-     "mtrace report 1: ", maps:get(title, Opts, "on request"), "\n",
+     "mtrace report 1: ", unicode:characters_to_binary(maps:get(title, Opts, "on request")), "\n",
      summary(Sites, What),
      "\n",
      head(Sites, What),
@@ -85,9 +87,9 @@ frames(#{stack := [First | Rest]}) ->
 line(Word, #{address := Address} = Frame) ->
     ["    ", Word, " 0x", hex(Address), ": ", frame(Frame), "\n"].
 
-frame(#{kind := erlang} = F) -> [erlang_name(F), source(F), " (erlang)"];
 frame(#{unloaded := 'maybe'}) -> "?? (unloaded or replaced)";
-frame(#{library := nil, function := nil}) -> "?? (no module)";
+frame(#{kind := erlang} = F) -> [erlang_name(F), source(F), " (erlang)"];
+frame(#{library := nil}) -> "?? (no module)";
 frame(#{unloaded := true} = F) -> [native(F), " [unloaded]"];
 frame(F) -> native(F).
 
@@ -97,13 +99,14 @@ native(#{function := Function, library := Library, file := File, line := Line} =
   when is_binary(File), is_integer(Line) ->
     [Function, source(F), " ", Library, "+0x", hex(offset(F))];
 native(#{function := Function, library := Library}) ->
-    [Function, " (", case Library of nil -> "??"; _ -> Library end, ")"].
+    [Function, " (", Library, ")"].
 
 offset(#{offset := nil}) -> 0;
 offset(#{offset := Offset}) -> Offset.
 
 erlang_name(#{module := nil, function := Name}) -> Name;
-erlang_name(#{module := M, function := F, arity := A}) -> io_lib:format("~tw:~tw/~b", [M, F, A]).
+erlang_name(#{module := M, function := F, arity := A}) ->
+    unicode:characters_to_binary(io_lib:format("~tw:~tw/~b", [M, F, A])).
 
 source(#{file := File, line := Line}) when is_binary(File), is_integer(Line) ->
     [" (", filename:basename(File), ":", integer_to_list(Line), ")"];

@@ -311,12 +311,21 @@ defmodule Mtrace.FormatsTest do
     4104 bytes in 1 block lost (1 direct, 0 indirect), site 2 of 2
     """
 
+    # A library's path is bytes, not always UTF-8.
+    text = text <> "    at 0x7f710000060: /usr/lib/l\xFF.so+0x60\n"
     sites = Mtrace.Report.sites(text)
     assert [%{certainty: :possible, rules: [:string_end]}, %{certainty: :definite}] = sites
     written = sites |> Mtrace.Format.Text.render(title: "n@h, pid 7, on request") |> to_string()
     assert written =~ "\nmtrace report 1: n@h, pid 7, on request\n"
     assert written =~ "  lost now: 4146 bytes in 3 blocks (2 direct, 1 indirect)\n"
     assert Mtrace.Report.sites(written) == sites
+    assert [_, %{stack: [%{library: "/usr/lib/l\xFF.so", offset: 0x60}]}] = sites
+
+    # As the library's report does (c_src/out/report.c): a frame without its module has no name.
+    orphan = %Mtrace.Frame{kind: :native, address: 16, function: "f", file: "f.c", line: 3}
+
+    assert Mtrace.Format.Text.render([%Mtrace.Site{bytes: 1, blocks: 1, stack: [orphan]}], [])
+           |> to_string() =~ "\n    at 0x10: ?? (no module)\n"
   end
 
   test "every format parts lost sites by certainty, at their outermost frame" do

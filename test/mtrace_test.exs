@@ -204,6 +204,11 @@ defmodule MtraceTest do
              {14000, 2, "operator new(unsigned long)"}
            ]
 
+    # A Regex another PCRE compiled (a node of another OTP release) is compiled again from its
+    # source, with its options.
+    foreign = %{~r/^LEAKY::/i | re_version: {"0.0 foreign", :little}, re_pattern: :not_ours}
+    assert brief(Mtrace.top(10, function: foreign)) == [{14000, 2, "operator new(unsigned long)"}]
+
     # Once the clock's tick has passed (mark/0 waits for it), every block is older than 0 s.
     Mtrace.mark()
     assert Mtrace.top(10, library: "leaky.so", max_age: 0.0) == []

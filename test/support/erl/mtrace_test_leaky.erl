@@ -2,7 +2,7 @@
 %% that loses one block in every ten of its requests, each made by leak_malloc.
 -module(mtrace_test_leaky).
 
--export([serve/2]).
+-export([serve/2, requests/2]).
 -export([alloc/2, dirty_alloc/2, release/2, churn/2, enif_churn/2, two_paths/2]).
 
 -on_load(init/0).
@@ -20,6 +20,14 @@ serve(Size, Ms, I) ->
     I rem 10 =:= 0 orelse release(malloc, Block),
     timer:sleep(Ms),
     serve(Size, Ms, I + 1).
+
+%% N requests of Size bytes, at once; every tenth block is forgotten.
+requests(Size, N) ->
+    lists:foreach(fun(I) ->
+                          Block = alloc(malloc, Size),
+                          I rem 10 =:= 0 orelse release(malloc, Block)
+                  end,
+                  lists:seq(1, N)).
 
 -define(NIF, erlang:nif_error(not_loaded)).
 
