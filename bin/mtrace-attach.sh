@@ -48,6 +48,15 @@ ptrace_refusal() {
   fi
 }
 
+# A line and exit when the process is stopped (SIGSTOP, Ctrl-Z): it calls no malloc until it is
+# continued, which is its user's to decide, not mtrace's.
+stopped() {
+  case $(awk '/^State:/ { print $2 }' "/proc/$1/status" 2>/dev/null) in
+    T) die "process $1 is stopped (SIGSTOP or Ctrl-Z), so it calls no malloc: continue it" \
+      "(kill -CONT $1), then attach" ;;
+  esac
+}
+
 # Whether the process is one mtrace can reach, or a line why not (and exit).
 check_target() {
   pid=$1
@@ -55,6 +64,7 @@ check_target() {
   maps=$(cat "/proc/$pid/maps" 2>/dev/null) || die "cannot attach to $pid: $(ptrace_refusal "$pid")"
   [ "$(awk '/^TracerPid:/ { print $2 }' "/proc/$pid/status")" = 0 ] ||
     die "cannot attach to $pid: $(ptrace_refusal "$pid")"
+  stopped "$pid"
   case $maps in
     */libc.so.6*) ;;
     *) die "process $pid has no glibc loaded (a static program, or another C library such as" \
@@ -91,6 +101,7 @@ inject() {
         */beam.smp) beam=" (an Erlang node allocates little with malloc: Mtrace.attach() from an rpc or a remote shell needs no ptrace)" ;;
         *) beam= ;;
       esac
+      stopped "$pid"
       die "gave up on process $pid ($(printf '%s\n' "$said" | sed -n 's/^mtrace-abandoned //p'));" \
         "it runs on untouched. mtrace waits for a call to malloc so as never to stop it inside" \
         "the loader or the allocator: try while it works, or wait longer with --wait$beam" ;;
@@ -99,14 +110,16 @@ inject() {
   [ -z "$error" ] || die "$error"
   rc=$(printf '%s\n' "$said" | sed -n 's/^mtrace-rc //p')
   paused=$(printf '%s\n' "$said" | sed -n 's/^mtrace-paused-ms //p')
+  held=$(printf '%s\n' "$said" | sed -n 's/^mtrace-held-ms \([^ ]*\) .*/\1/p')
+  ran=$(printf '%s\n' "$said" | sed -n 's/^mtrace-held-ms [^ ]* \([^-].*\)/, \1 ms of it on a CPU/p')
   [ -n "$rc" ] || die "could not reach process $pid: $(printf '%s\n' "$said" | tail -n 1)"
 }
 
 attach_pid() {
   options=$(env | grep '^MTRACE_[A-Z_]*=' || true)
   inject "$1" 2 mtrace_lib_attach "$options" ""
-  echo "mtrace: attached to process $1; its exit report goes to $MTRACE_REPORT (the process was" \
-    "stopped $paused ms)"
+  echo "mtrace: attached to process $1; its exit report goes to $MTRACE_REPORT (its threads" \
+    "were stopped $paused ms; the one that loaded mtrace, $held ms$ran)"
 }
 
 detach_pid() {

@@ -78,8 +78,19 @@ defmodule Mtrace.AttachCliTest do
     Process.sleep(700)
     refute mapped?(pid)
 
-    assert {"mtrace: attached to process " <> _, 0} =
+    assert {"mtrace: attached to process " <> _ = said, 0} =
              mtrace!(["attach", "-o", Path.join(dir, "exit-%p.txt"), "#{pid}"])
+
+    # It says how long it stopped the program: every thread, then the one that made the calls,
+    # whose time on a CPU is part of it.
+    assert [_, _stopped, held, ran] =
+             Regex.run(
+               ~r/\(its threads were stopped ([\d.]+) ms; the one that loaded mtrace, ([\d.]+) ms, ([\d.]+) ms of it on a CPU\)\n$/,
+               said
+             ),
+           said
+
+    assert String.to_float(ran) <= String.to_float(held), said
 
     Process.sleep(1000)
     {out, 0} = mtrace!(["report", "#{pid}"])
@@ -224,6 +235,41 @@ defmodule Mtrace.AttachCliTest do
     end
 
     System.cmd("kill", ["#{pid}"])
+  end
+
+  test "a process stopped before the attach or while it waits is told so, and left stopped; continued, it is attached" do
+    {port, pid} = start(["3"])
+    System.cmd("kill", ["-STOP", "#{pid}"])
+    assert status_within?(pid, ~r/State:\s+T/, 20)
+    {out, 2} = mtrace!(["attach", "--wait", "1", "#{pid}"])
+
+    assert out ==
+             "mtrace: process #{pid} is stopped (SIGSTOP or Ctrl-Z), so it calls no malloc: " <>
+               "continue it (kill -CONT #{pid}), then attach\n"
+
+    assert status_within?(pid, ~r/State:\s+T/, 1)
+    refute mapped?(pid)
+
+    # Stopped while the injector waits: a program that would call malloc a second from now
+    # stays stopped (a PTRACE_CONT would let it run, and be attached), and is told alike.
+    {_, later} =
+      start(["-e", "sleep 1; my @a = (1) x 1000; sleep 20"], System.find_executable("perl"))
+
+    waiting = Task.async(fn -> mtrace!(["attach", "--wait", "3", "#{later}"]) end)
+    assert traced?(later)
+    System.cmd("kill", ["-STOP", "#{later}"])
+    {out, 2} = Task.await(waiting, 10_000)
+    assert out =~ ~r/^mtrace: process #{later} is stopped \(SIGSTOP or Ctrl-Z\)/
+    assert status_within?(later, ~r/State:\s+T/, 1)
+    assert status_within?(later, ~r/TracerPid:\s+0\n/, 1)
+    refute mapped?(later)
+    System.cmd("kill", ["-KILL", "#{later}"])
+
+    System.cmd("kill", ["-CONT", "#{pid}"])
+    assert {"mtrace: attached to process " <> _, 0} = mtrace!(["attach", "#{pid}"])
+    assert {"mtrace: detached from process #{pid}\n", 0} == mtrace!(["detach", "#{pid}"])
+    {out, 7} = finish(port)
+    assert out =~ @done
   end
 
   test "a Ctrl-C while waiting for malloc gives up, and the process runs on untouched" do

@@ -18,13 +18,15 @@
  * mapping and its own symbols; by path: dlopen), or else the preloaded one.
  *
  * Prints, for bin/mtrace-attach.sh, "mtrace-rc N" with ENTRY's result, "mtrace-paused-ms T" with
- * how long the thread that made the calls was stopped (every thread, while the breakpoints went
- * in; then that one, through the calls), and "mtrace-error TEXT"
+ * how long every thread was stopped while the breakpoints went in, "mtrace-held-ms H C" with how
+ * long the thread that made the calls was held and its time on a CPU meanwhile (-1: not known),
+ * and "mtrace-error TEXT"
  * when dlopen fails or the result is not 0 (PREFIX, then mtrace_lib_attach_reason's text, or for
  * mtrace_lib_leaks strerror of the errno it left). Exit status 0 once ENTRY was called; 3 when
  * ptrace is refused (the script says why); 4 when no thread entered the allocator within WAIT
- * seconds, or the wait was interrupted (SIGINT, SIGTERM): the process runs on untouched; 1 on any
- * other error, with one line on stderr.
+ * seconds, or the wait was interrupted (SIGINT, SIGTERM): the process runs on untouched, and
+ * when it was stopped (SIGSTOP, Ctrl-Z) or is stopped meanwhile, it stays so; 1 on any other
+ * error, with one line on stderr.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -213,6 +215,20 @@ static double now(void)
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
+/* Thread tid's time on a CPU so far, in seconds, as the kernel counts it
+ * (/proc/PID/task/TID/schedstat); -1 where it keeps no such count. */
+static double cpu_time(pid_t tid)
+{
+    char name[64];
+    unsigned long long ns;
+    snprintf(name, sizeof name, "/proc/%d/task/%d/schedstat", pid, tid);
+    FILE *f = fopen(name, "r");
+    if (!f) return -1;
+    int n = fscanf(f, "%llu", &ns);
+    fclose(f);
+    return n == 1 ? (double)ns / 1e9 : -1;
+}
+
 /* A thread stopped at one of the breakpoints, after they are gone: it goes back to the
  * instruction the breakpoint stood for. */
 static void rewind_break(pid_t tid)
@@ -237,13 +253,18 @@ static pid_t adopt(pid_t tid)
 }
 
 /* Lets a stopped thread go on after the stop waitpid reported as status: a signal it was to
- * receive is delivered, the stops of ptrace itself are not. */
-static void resume(pid_t tid, int status)
+ * receive is delivered, the stops of ptrace itself are not. A group-stop (SIGSTOP, Ctrl-Z) is
+ * kept, until the thread's SIGCONT, unless through (the thread that makes the calls, which must
+ * come back from them). */
+static void resume(pid_t tid, int status, int through)
 {
     int sig = WSTOPSIG(status), event = status >> 16;
     if (event == PTRACE_EVENT_CLONE) {
         adopt(tid);
         sig = 0;
+    } else if (event == PTRACE_EVENT_STOP && sig != SIGTRAP && !through) {
+        ptrace(PTRACE_LISTEN, tid, 0, 0);
+        return;
     } else if (event == PTRACE_EVENT_STOP || sig == SIGTRAP) {
         sig = 0;
     }
@@ -270,7 +291,7 @@ static pid_t wait_for_break(double until)
             struct user_regs_struct r;
             if (ptrace(PTRACE_GETREGS, tid, 0, &r) == 0 && is_break(r.rip - 1)) return tid;
         }
-        resume(tid, status);
+        resume(tid, status, 0);
     }
     return 0;
 }
@@ -315,14 +336,14 @@ static int call(pid_t tid, const struct user_regs_struct *saved, uintptr_t fn, u
         }
         if (who != tid) {
             if (WSTOPSIG(status) == SIGTRAP && !(status >> 16)) rewind_break(who);
-            resume(who, status);
+            resume(who, status, 0);
             continue;
         }
         if (WSTOPSIG(status) == SIGSEGV && ptrace(PTRACE_GETREGS, tid, 0, &r) == 0 && r.rip == 0) {
             *rax = r.rax;
             return 0;
         }
-        resume(tid, status);
+        resume(tid, status, 1);
     }
 }
 
@@ -503,6 +524,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < nthreads; i++)
         ptrace(PTRACE_INTERRUPT, threads[i], 0, 0);
     /* every thread stopped: the breakpoints go in */
+    int group_stopped = 0;
     for (size_t stopped = 0; stopped < nthreads;) {
         int status;
         pid_t tid = waitpid(-1, &status, __WALL);
@@ -512,11 +534,20 @@ int main(int argc, char **argv)
             continue;
         }
         if ((status >> 16) == PTRACE_EVENT_STOP) {
+            group_stopped |= WSTOPSIG(status) != SIGTRAP;
             stopped++;
             continue;
         }
-        resume(tid, status);
+        resume(tid, status, 0);
         ptrace(PTRACE_INTERRUPT, tid, 0, 0);
+    }
+    if (group_stopped) {
+        /* stopped by its user: it is theirs to continue, not ours (a PTRACE_CONT would); every
+         * thread is let go as it stands, those in the group-stop staying there */
+        for (size_t i = 0; i < nthreads; i++)
+            ptrace(PTRACE_DETACH, threads[i], 0, 0);
+        printf("mtrace-abandoned stopped\n");
+        return 4;
     }
     const uintptr_t entries[] = {libc[MALLOC], libc[CALLOC], libc[REALLOC], libc[FREE],
                                  hooks[0],     hooks[1],     hooks[2],      hooks[3]};
@@ -538,7 +569,7 @@ int main(int argc, char **argv)
             printf("mtrace-abandoned no call to malloc within %s s\n", argv[6]);
         return 4;
     }
-    double hit = now();
+    double hit = now(), cpu_at_hit = cpu_time(tid);
     /* the call must not be cut short: a Ctrl-C from now on waits for its end */
     signal(SIGINT, SIG_IGN);
     signal(SIGTERM, SIG_IGN);
@@ -620,8 +651,12 @@ int main(int argc, char **argv)
     }
     if (errno_at) poke(errno_at, &saved_errno, sizeof saved_errno);
     ptrace(PTRACE_SETREGS, tid, 0, &saved);
+    double cpu = cpu_time(tid), held = now() - hit;
     detach_all(tid);
-    /* how long the thread that made the calls was stopped, the longest of any thread */
-    printf("mtrace-paused-ms %.1f\n", 1000 * (paused + now() - hit));
+    /* every thread's stop, and the calling thread's: how long, and how much of it on a CPU (the
+     * rest it waited for one, or for a lock, beside the process's other threads, which ran) */
+    printf("mtrace-paused-ms %.1f\n", 1000 * paused);
+    printf("mtrace-held-ms %.1f %.1f\n", 1000 * held,
+           cpu >= 0 && cpu_at_hit >= 0 ? 1000 * (cpu - cpu_at_hit) : -1.0);
     return ok ? 0 : 1;
 }
