@@ -141,7 +141,7 @@ defmodule Mtrace.AttachTest do
   # the lost resource (seen under load: a word in a large binary that a process heap holds):
   # found in at least one node of three, and nothing kept named in any.
   test "after an attach, a NIF's lost enif_alloc blocks and resources are found, in a node with the defaults" do
-    at_least!(1, 3, "the lost resource, its types opened after the attach", fn _ ->
+    at_least!(1, 3, "the lost resource, its types opened after the attach", [every: true], fn _ ->
       {sites, stats} =
         node_result(
           """
@@ -187,38 +187,44 @@ defmodule Mtrace.AttachTest do
   # owns in the NIF's own destructor) leave no record and no lost buffer, and one kept in ETS is
   # live, in every node; the lost one is found in at least one node of three, as above.
   test "a NIF library loaded before the attach: its enif_alloc blocks and its resources are recorded, their ends seen" do
-    at_least!(1, 3, "the lost resource, its types opened before the attach", fn _ ->
-      {sites, stats, live} =
-        node_result(
-          """
-          lost = String.to_atom("Elixir.Mtrace.Test.Lost")
-          _ = apply(lost, :buffer, [10])
-          :ok = Mtrace.attach()
-          :ok = apply(lost, :lose_resource, [64])
-          :ok = apply(lost, :enif_blocks, [2, 0, 128])
-          ets = :ets.new(:kept, [:public])
-          true = :ets.insert(ets, {:kept, apply(lost, :buffer, [300])})
-          for _ <- 1..200, do: apply(lost, :buffer, [100])
-          :erlang.garbage_collect()
-          Process.sleep(1100)
-          sites = for s <- Mtrace.leaks(),
-                      f = Enum.find(s.stack, &(is_binary(&1.library) and &1.library =~ "lost.so")),
-                      do: f.function
-          live = for s <- Mtrace.top(100, library: "lost.so"),
-                     f = Enum.find(s.stack, &(is_binary(&1.library) and &1.library =~ "lost.so")),
-                     do: {f.function, s.blocks}
-          {Enum.uniq(sites), Mtrace.stats(), Enum.sort(live)}
-          """,
-          []
-        )
+    at_least!(
+      1,
+      3,
+      "the lost resource, its types opened before the attach",
+      [every: true],
+      fn _ ->
+        {sites, stats, live} =
+          node_result(
+            """
+            lost = String.to_atom("Elixir.Mtrace.Test.Lost")
+            _ = apply(lost, :buffer, [10])
+            :ok = Mtrace.attach()
+            :ok = apply(lost, :lose_resource, [64])
+            :ok = apply(lost, :enif_blocks, [2, 0, 128])
+            ets = :ets.new(:kept, [:public])
+            true = :ets.insert(ets, {:kept, apply(lost, :buffer, [300])})
+            for _ <- 1..200, do: apply(lost, :buffer, [100])
+            :erlang.garbage_collect()
+            Process.sleep(1100)
+            sites = for s <- Mtrace.leaks(),
+                        f = Enum.find(s.stack, &(is_binary(&1.library) and &1.library =~ "lost.so")),
+                        do: f.function
+            live = for s <- Mtrace.top(100, library: "lost.so"),
+                       f = Enum.find(s.stack, &(is_binary(&1.library) and &1.library =~ "lost.so")),
+                       do: {f.function, s.blocks}
+            {Enum.uniq(sites), Mtrace.stats(), Enum.sort(live)}
+            """,
+            []
+          )
 
-      # never a kept or freed block named
-      assert sites -- ["lost_resource", "lost_enif"] == [], inspect(sites)
-      assert stats.resources_unseen == 0 and stats.enif_alloc_cnt >= 2
-      assert stats.resource_types_wrapped >= 1
-      assert {"new_buffer", 1} in live and {"buffer_data", 1} in live, inspect(live)
-      if "lost_resource" in sites, do: {:hit, sites}, else: {:miss, inspect(sites)}
-    end)
+        # never a kept or freed block named
+        assert sites -- ["lost_resource", "lost_enif"] == [], inspect(sites)
+        assert stats.resources_unseen == 0 and stats.enif_alloc_cnt >= 2
+        assert stats.resource_types_wrapped >= 1
+        assert {"new_buffer", 1} in live and {"buffer_data", 1} in live, inspect(live)
+        if "lost_resource" in sites, do: {:hit, sites}, else: {:miss, inspect(sites)}
+      end
+    )
   end
 
   test "options are validated once and apply at the first attach" do

@@ -424,18 +424,12 @@ defmodule Mtrace.FormatsTest do
     # (320 bytes) and its static array kept (300); :live writes both. The mark is conservative:
     # a stale word may keep the list (leaks_test: in a node of at most six, with busy cores),
     # but never calls a kept block lost.
-    attempts =
-      Enum.reduce_while(1..6, [], fn _, seen ->
-        {leaks, live} = lost_and_kept()
-        assert live =~ ~r/;static_block;malloc 300$/m and live =~ ~r/;lost_node;malloc 320$/m
-        refute leaks =~ "static_block"
-
-        if leaks =~ ~r/;lost_node;malloc 320$/m,
-          do: {:halt, :found},
-          else: {:cont, [leaks | seen]}
-      end)
-
-    assert attempts == :found, "the lost list never written: #{inspect(attempts)}"
+    Mtrace.Test.Helpers.at_least!(1, 6, "the lost list written", fn _ ->
+      {leaks, live} = lost_and_kept()
+      assert live =~ ~r/;static_block;malloc 300$/m and live =~ ~r/;lost_node;malloc 320$/m
+      refute leaks =~ "static_block"
+      Mtrace.Test.Helpers.outcome(leaks =~ ~r/;lost_node;malloc 320$/m, true, leaks)
+    end)
   end
 
   defp lost_and_kept do

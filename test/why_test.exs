@@ -49,7 +49,7 @@ defmodule Mtrace.WhyTest do
   # from elsewhere: in every node each chain must end at the block asked about, and one node of
   # at most four must give the exact chains. Returns that node's answers.
   defp exact_chains do
-    Enum.reduce_while(1..4, [], fn _, seen ->
+    at_least!(1, 4, "the exact chains", fn _ ->
       {one, [_, _, c], {held, in_tls}, _tids, answers, _text} = result = in_node(@kept)
 
       for {{_root, links}, asked} <- Enum.zip(answers, [one, c, c, held, in_tls]) do
@@ -65,16 +65,13 @@ defmodule Mtrace.WhyTest do
            {%{kind: :stack, thread: tid}, [_]},
            {%{kind: :tls, thread: tls_tid}, [_ | _]}
          ], _} ->
-          {:halt, result}
+          {:hit, result}
 
         _ ->
-          {:cont, [answers | seen]}
+          {:miss, inspect(answers)}
       end
     end)
-    |> case do
-      result when is_tuple(result) -> result
-      seen -> flunk("no node of four gave the exact chains: #{inspect(seen)}")
-    end
+    |> hd()
   end
 
   test "a block held by a library's static, a chain of three from a static, a thread's stack, TLS" do
@@ -119,35 +116,36 @@ defmodule Mtrace.WhyTest do
   test "top/2 with why: true says what keeps each site's oldest reachable block, from one mark" do
     # A stale word may give a chain as short from elsewhere (see exact_chains/0): one node of at
     # most four must name both roots.
-    named =
-      Enum.find_value(1..4, fn _ ->
-        {plain_sites, without} =
-          in_node("""
-          #{@plain}
-          :ok = Lost.keep_static(3, 100)
-          _chain = Lost.keep_chain()
-          sites = Mtrace.top(10, why: true, library: "lost.so", min_age: 0)
-          names = fn stack -> stack |> Enum.take(2) |> Enum.map(& &1.function) end
-          {for(s <- sites, do: {names.(s.stack), s.blocks, plain.(s.why)}),
-           Enum.map(Mtrace.top(10, library: "lost.so", min_age: 0), & &1.why)}
-          """)
+    at_least!(1, 4, "kept_static and chain_root named", fn _ ->
+      {plain_sites, without} =
+        in_node("""
+        #{@plain}
+        :ok = Lost.keep_static(3, 100)
+        _chain = Lost.keep_chain()
+        sites = Mtrace.top(10, why: true, library: "lost.so", min_age: 0)
+        names = fn stack -> stack |> Enum.take(2) |> Enum.map(& &1.function) end
+        {for(s <- sites, do: {names.(s.stack), s.blocks, plain.(s.why)}),
+         Enum.map(Mtrace.top(10, library: "lost.so", min_age: 0), & &1.why)}
+        """)
 
-        assert Enum.all?(without, &is_nil/1)
-        # keep_static's three blocks share a stack; keep_chain's three have one each
-        assert [{3, {_, static_links} = static}] = whys(plain_sites, "static_block")
-        assert [{1, _}, {1, _}, {1, _}] = chains = whys(plain_sites, "chain_block")
-        # each chain ends at a block of its own site
-        assert {_, 100, nil, ["malloc", "static_block"]} = List.last(static_links)
+      assert Enum.all?(without, &is_nil/1)
+      # keep_static's three blocks share a stack; keep_chain's three have one each
+      assert [{3, {_, static_links} = static}] = whys(plain_sites, "static_block")
+      assert [{1, _}, {1, _}, {1, _}] = chains = whys(plain_sites, "chain_block")
+      # each chain ends at a block of its own site
+      assert {_, 100, nil, ["malloc", "static_block"]} = List.last(static_links)
 
-        for {1, {_, links}} <- chains,
-            do: assert({_, 64, nil, ["malloc", "chain_block"]} = List.last(links))
+      for {1, {_, links}} <- chains,
+          do: assert({_, 64, nil, ["malloc", "chain_block"]} = List.last(links))
 
+      outcome(
         match?({%{kind: :static, name: "kept_static"}, [_]}, static) and
           Enum.map(chains, fn {1, {root, links}} -> {root[:name], length(links)} end)
-          |> Enum.sort() == [{"chain_root", 1}, {"chain_root", 2}, {"chain_root", 3}]
-      end)
-
-    assert named, "no node of four named kept_static and chain_root"
+          |> Enum.sort() == [{"chain_root", 1}, {"chain_root", 2}, {"chain_root", 3}],
+        true,
+        inspect({static, chains})
+      )
+    end)
 
     assert_raise ArgumentError, ~r/^Mtrace.top\/2: why must be true or false/, fn ->
       Mtrace.top(1, why: :yes)
@@ -206,21 +204,18 @@ defmodule Mtrace.WhyTest do
   test "a lost block has no chain: nil, as leaks/1 finds it lost" do
     # One node of at most four must find the block lost (a stale word may keep it, see
     # leaks_test); in every node, why/2 and leaks/1 agree.
-    found =
-      Enum.find_value(1..4, fn _ ->
-        {lost?, why} =
-          in_node("""
-          [masked] = Lost.lose_masked(1, 48)
-          Process.sleep(1100)
-          lost? = Enum.any?(Mtrace.leaks(blocks: true), &(Bitwise.bxor(&1.address, m) == masked))
-          {lost?, Mtrace.why(Bitwise.bxor(masked, m))}
-          """)
+    at_least!(1, 4, "the block found lost", fn _ ->
+      {lost?, why} =
+        in_node("""
+        [masked] = Lost.lose_masked(1, 48)
+        Process.sleep(1100)
+        lost? = Enum.any?(Mtrace.leaks(blocks: true), &(Bitwise.bxor(&1.address, m) == masked))
+        {lost?, Mtrace.why(Bitwise.bxor(masked, m))}
+        """)
 
-        assert lost? == (why == nil), inspect(why)
-        lost?
-      end)
-
-    assert found
+      assert lost? == (why == nil), inspect(why)
+      outcome(lost?, true, "kept by #{inspect(why)}")
+    end)
   end
 
   test "a resource whose dead term waits for a collection: lost once every process is collected" do
@@ -229,35 +224,37 @@ defmodule Mtrace.WhyTest do
     # gc: false the data is kept, through the resource, in every node; by default leaks/1, why/2
     # and top/2's why: true collect every process first, and the data is lost: in one node of
     # three (another stale word may keep it for a scan, see leaks_test).
-    found =
-      Enum.find_value(1..3, fn _ ->
-        {kept, why_kept, top_kept, lost, why_lost, top_lost} =
-          in_node("""
-          {_pid, masked} = Lost.dead_buffer(777)
-          Process.sleep(1100)
-          found? = fn opts ->
-            Enum.any?(Mtrace.leaks([blocks: true] ++ opts), &(Bitwise.bxor(&1.address, m) == masked))
-          end
-          top_why = fn opts ->
-            Mtrace.top(100, [why: true, function: "leaky_buffer", min_size: 777] ++ opts)
-            |> Enum.find(&(&1.bytes == 777 and &1.blocks == 1))
-            |> Map.fetch!(:why)
-          end
-          kept = found?.(gc: false)
-          why_kept = Mtrace.why(Bitwise.bxor(masked, m), gc: false)
-          top_kept = top_why.(gc: false)
-          # top/2 first: leaks/1 and why/2 would collect for it.
-          top_lost = top_why.([])
-          {kept, why_kept && List.last(why_kept.links).size,
-           top_kept && List.last(top_kept.links).size, found?.([]),
-           Mtrace.why(Bitwise.bxor(masked, m)), top_lost}
-          """)
+    at_least!(1, 3, "the resource's data lost once its term is collected", fn _ ->
+      {kept, why_kept, top_kept, lost, why_lost, top_lost} =
+        in_node("""
+        {_pid, masked} = Lost.dead_buffer(777)
+        Process.sleep(1100)
+        found? = fn opts ->
+          Enum.any?(Mtrace.leaks([blocks: true] ++ opts), &(Bitwise.bxor(&1.address, m) == masked))
+        end
+        top_why = fn opts ->
+          Mtrace.top(100, [why: true, function: "leaky_buffer", min_size: 777] ++ opts)
+          |> Enum.find(&(&1.bytes == 777 and &1.blocks == 1))
+          |> Map.fetch!(:why)
+        end
+        kept = found?.(gc: false)
+        why_kept = Mtrace.why(Bitwise.bxor(masked, m), gc: false)
+        top_kept = top_why.(gc: false)
+        # top/2 first: leaks/1 and why/2 would collect for it.
+        top_lost = top_why.([])
+        {kept, why_kept && List.last(why_kept.links).size,
+         top_kept && List.last(top_kept.links).size, found?.([]),
+         Mtrace.why(Bitwise.bxor(masked, m)), top_lost}
+        """)
 
-        assert {kept, why_kept, top_kept} == {false, 777, 777}
-        lost and why_lost == nil and top_lost == nil
-      end)
+      assert {kept, why_kept, top_kept} == {false, 777, 777}
 
-    assert found
+      outcome(
+        lost and why_lost == nil and top_lost == nil,
+        true,
+        inspect({lost, why_lost, top_lost})
+      )
+    end)
   end
 
   test "a word in a free block of the VM's carriers keeps nothing" do
@@ -379,20 +376,17 @@ defmodule Mtrace.WhyTest do
     # old heap by the sizes process_info/2 gives): the mark leaves that part out (beam_heaps.h).
     # Read, it kept every block (why/2: that mapping, eheap_alloc). No collection first: it would
     # merge the old heap into a new one. Every block of one node of three.
-    results =
-      Enum.reduce_while(1..3, [], fn _, tried ->
-        {masked, found, whys} =
-          in_node("""
-          masked = for _ <- 1..3, do: elem(Lost.lose_in_old_heap(48), 1)
-          found = for s <- Mtrace.leaks(blocks: true, gc: false, min_age: 0), do: Bitwise.bxor(s.address, m)
-          {masked, found, Enum.map(masked, &(&1 && Mtrace.why(Bitwise.bxor(&1, m), gc: false)))}
-          """)
+    at_least!(1, 3, "every block lost in the old heap", fn _ ->
+      {masked, found, whys} =
+        in_node("""
+        masked = for _ <- 1..3, do: elem(Lost.lose_in_old_heap(48), 1)
+        found = for s <- Mtrace.leaks(blocks: true, gc: false, min_age: 0), do: Bitwise.bxor(s.address, m)
+        {masked, found, Enum.map(masked, &(&1 && Mtrace.why(Bitwise.bxor(&1, m), gc: false)))}
+        """)
 
-        assert false not in masked, "no old heap found: #{inspect(masked)}"
-        if Enum.all?(masked, &(&1 in found)), do: {:halt, :found}, else: {:cont, [whys | tried]}
-      end)
-
-    assert results == :found, inspect(results)
+      assert false not in masked, "no old heap found: #{inspect(masked)}"
+      outcome(Enum.all?(masked, &(&1 in found)), true, inspect(whys))
+    end)
   end
 
   test "a word in the unused part of the asking process's own heap keeps nothing" do
@@ -401,8 +395,8 @@ defmodule Mtrace.WhyTest do
     # (mt_beam_heaps_asker): its NIF makes no term before the mark. Twelve tries a node, in up to
     # three nodes: where the VM places a heap varies by node, and in Debian 13's image six tries
     # once left no word there, in Debian 12 twelve tries of one node once did.
-    tries =
-      Enum.reduce_while(1..3, [], fn _, _ ->
+    [tries] =
+      at_least!(1, 3, "a try that left the word in the unused part", fn _ ->
         tries =
           in_node("""
           ask = fn masked ->
@@ -419,11 +413,10 @@ defmodule Mtrace.WhyTest do
           end
           """)
 
-        if Enum.any?(tries, &elem(&1, 0)), do: {:halt, tries}, else: {:cont, tries}
+        outcome(Enum.any?(tries, &elem(&1, 0)), tries, inspect(tries))
       end)
 
     held = for {true, found, _} <- tries, do: found
-    assert held != [], "no try left the word in the unused part: #{inspect(tries)}"
     assert Enum.all?(held), inspect(tries)
   end
 
@@ -821,23 +814,18 @@ defmodule Mtrace.WhyTest do
   # what to show}) in up to three nodes, until one finds all three: another stale word may keep
   # one (see leaks_test).
   defp all_found_in_a_node(try_node) do
-    results =
-      Enum.reduce_while(1..3, [], fn _, tried ->
-        case try_node.() do
-          {3, _} -> {:halt, :found}
-          {_, shown} -> {:cont, [shown | tried]}
-        end
-      end)
-
-    assert results == :found, inspect(results)
+    at_least!(1, 3, "all three blocks found lost in a node", fn _ ->
+      {found, shown} = try_node.()
+      outcome(found == 3, found, "#{found} of 3: #{inspect(shown)}")
+    end)
   end
 
   test "leaks/1 with why: true leads from a lost list's head to its oldest node, lost by lost" do
     # lose_list(4): each node's first word points to the node made before it, and the last made,
     # the head, is the direct one: the chain starts there and goes down the list, each link's
     # pointer at offset 0. A stale word may keep the list (see leaks_test): one node of four.
-    chained =
-      Enum.find_value(1..4, fn _ ->
+    [chained] =
+      at_least!(1, 4, "the lost list's chain", fn _ ->
         {sites, without} =
           in_node("""
           :ok = Lost.lose_list(4)
@@ -856,8 +844,8 @@ defmodule Mtrace.WhyTest do
         node = ["malloc", "lost_node"]
 
         case sites do
-          [{^node, 4, 1, why}] -> why
-          _ -> nil
+          [{^node, 4, 1, why}] when why != nil -> {:hit, why}
+          _ -> {:miss, inspect(sites)}
         end
       end)
 

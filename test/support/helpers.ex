@@ -108,21 +108,39 @@ defmodule Mtrace.Test.Helpers do
   @doc """
   A result that may miss by chance, held to a stated budget: `run.(i)` for i in 1..n, each
   returning `{:hit, value}` or `{:miss, why}`; at least k must hit. Each miss is printed with
-  why, so that a rate that creeps up shows before it fails. Returns the hits' values.
+  why, so that a rate that creeps up shows before it fails. The runs stop once k have hit, or
+  once k no longer can (the verdict all n would give), unless opts say `every: true` (each run
+  also checks what must hold in every node). Returns the hits' values, first first.
   """
-  def at_least!(k, n, what, run) do
-    results = Enum.map(1..n, run)
-    hits = for {:hit, value} <- results, do: value
-    misses = for {:miss, why} <- results, do: why
-    for why <- misses, do: IO.puts("\n#{what}: missed in one run of #{n}: #{why}")
+  def at_least!(k, n, what, opts \\ [], run) do
+    every = Keyword.get(opts, :every, false)
+
+    {hits, misses} =
+      Enum.reduce_while(1..n, {[], []}, fn i, {hits, misses} ->
+        {hits, misses} =
+          case run.(i) do
+            {:hit, value} ->
+              {[value | hits], misses}
+
+            {:miss, why} ->
+              IO.puts("\n#{what}: missed in run #{i} of at most #{n}: #{why}")
+              {hits, [why | misses]}
+          end
+
+        decided = length(hits) >= k or length(misses) > n - k
+        if decided and not every, do: {:halt, {hits, misses}}, else: {:cont, {hits, misses}}
+      end)
 
     ExUnit.Assertions.assert(
       length(hits) >= k,
-      "#{what}: #{length(hits)} runs of #{n} hit, the budget is #{k}: #{inspect(misses)}"
+      "#{what}: #{length(hits)} runs hit, the budget is #{k} of #{n}: #{inspect(Enum.reverse(misses))}"
     )
 
-    hits
+    Enum.reverse(hits)
   end
+
+  @doc "A run's outcome for at_least!/4,5: `{:hit, value}` when hit?, else `{:miss, why}`."
+  def outcome(hit?, value, why), do: if(hit?, do: {:hit, value}, else: {:miss, why})
 
   @doc """
   Starts epmd without the preload (a daemon a node started would outlive the test with it) and
