@@ -238,7 +238,10 @@ defmodule Mtrace.AttachCliTest do
   end
 
   test "a process stopped before the attach or while it waits is told so, and left stopped; continued, it is attached" do
+    # Stopped once it runs the program: stopped before its exec, it would be erl_child_setup,
+    # under the test node's preload.
     {port, pid} = start(["3"])
+    assert status_within?(pid, ~r/Name:\s+attachprog/, 20)
     System.cmd("kill", ["-STOP", "#{pid}"])
     assert status_within?(pid, ~r/State:\s+T/, 20)
     {out, 2} = mtrace!(["attach", "--wait", "1", "#{pid}"])
@@ -254,6 +257,8 @@ defmodule Mtrace.AttachCliTest do
     # stays stopped (a PTRACE_CONT would let it run, and be attached), and is told alike.
     {_, later} =
       start(["-e", "sleep 1; my @a = (1) x 1000; sleep 20"], System.find_executable("perl"))
+
+    assert status_within?(later, ~r/Name:\s+perl/, 20)
 
     waiting = Task.async(fn -> mtrace!(["attach", "--wait", "3", "#{later}"]) end)
     assert traced?(later)

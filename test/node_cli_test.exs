@@ -77,9 +77,14 @@ defmodule Mtrace.NodeCliTest do
     assert lost >= 3, text
     assert [_malloc, %{function: "leak_malloc", file: "leaky.c"} | _] = stack
 
-    # Blocks lost before the attach have no record: known from glibc's heap, by their size.
-    assert Enum.all?(unrecorded, &(&1.bytes == &1.blocks * 4104)), text
-    assert length(unrecorded) <= 1, text
+    # Blocks lost before the attach have no record: known from glibc's heap, by their usable
+    # size: 4104 bytes for 4096 asked for, or 4120 where glibc gave the whole of a free chunk
+    # whose remainder would have been too small to split.
+    for site <- unrecorded do
+      assert site.bytes in [site.blocks * 4104, site.blocks * 4120], text
+    end
+
+    assert length(unrecorded) <= 2, text
 
     {folded, 0} = mtrace(["leaks", "--format", "folded" | node])
     assert folded =~ ~r/;nif_alloc;leak_malloc;malloc \d+\n/
