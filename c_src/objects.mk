@@ -14,6 +14,7 @@ SYMBOLS = $(SRC)/symbols/symbols.o $(SRC)/symbols/elf.o $(SRC)/symbols/dwarf.o \
 	$(SRC)/symbols/perf.o $(SRC)/symbols/jit.o
 # Which blocks are lost: the snapshot, the stopped world, the mark and its rules.
 MARK = $(SRC)/mark/snapshot.o $(SRC)/mark/world.o $(SRC)/mark/reach.o $(SRC)/mark/roots.o \
+	$(SRC)/mark/remember.o $(SRC)/mark/scrub.o \
 	$(SRC)/mark/layouts.o $(SRC)/mark/glibc_heap.o $(SRC)/mark/beam_heaps.o \
 	$(SRC)/mark/beam_alloc.o $(SRC)/mark/beam_regs.o $(SRC)/mark/beam_vm.o $(SRC)/mark/rules.o
 # Reports, CSV, when they happen, and the C API.
@@ -32,7 +33,8 @@ HDRS = $(SRC)/base/config.h $(SRC)/base/mem.h $(SRC)/base/platform.h $(SRC)/base
 	$(SRC)/symbols/symbols.h $(SRC)/symbols/backend.h \
 	$(SRC)/mark/beam_alloc.h $(SRC)/mark/beam_heaps.h $(SRC)/mark/beam_regs.h \
 	$(SRC)/mark/beam_vm.h $(SRC)/mark/glibc_heap.h $(SRC)/mark/layouts.h $(SRC)/mark/reach.h \
-	$(SRC)/mark/roots.h $(SRC)/mark/rules.h $(SRC)/mark/snapshot.h $(SRC)/mark/world.h \
+	$(SRC)/mark/remember.h $(SRC)/mark/roots.h $(SRC)/mark/rules.h $(SRC)/mark/scrub.h \
+	$(SRC)/mark/snapshot.h $(SRC)/mark/world.h \
 	$(SRC)/out/csv.h $(SRC)/out/report.h $(SRC)/out/service.h \
 	$(SRC)/nif/filter.h $(SRC)/nif/nif_api.h $(SRC)/nif/nif_hooks.h $(SRC)/nif/readers.h \
 	$(SRC)/nif/terms.h

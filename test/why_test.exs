@@ -640,7 +640,7 @@ defmodule Mtrace.WhyTest do
     # lose_in_sleeping_frames/1, in a process bound to a scheduler: the only words that held the
     # block lie in the 32 KiB of the scheduler's stack below the NIF's frame, where it lays the
     # frames it sleeps in (the process waits): their slots that no call writes keep the word.
-    # Before each mark every scheduler zeroes that part of its stack (reach.h's mt_reach_scrub):
+    # Before each mark every scheduler zeroes that part of its stack (scrub.h's mt_scrub):
     # once the mark is made, dead_stack_holds/1, on the same scheduler, finds no copy left. Without
     # it, each found hundreds, and OTP 25's polling scheduler kept the block in some nodes (why/2:
     # erts_poll_wait's frame); bin/demo in Debian 13's image lost a C++ buffer so.

@@ -33,7 +33,6 @@
 #include "record/cfi.h"
 #include "record/intern.h"
 #include "record/recorder.h"
-#include "record/stack.h"
 #include "record/table.h"
 
 #define BUF ((size_t)1 << 20)
@@ -1731,87 +1730,10 @@ int mt_reach_heap(struct mt_reach *r, struct mt_heap *heap)
     return rc;
 }
 
-/* Scans remembered, by stack id: how many found lost blocks of that stack, and the last of them.
- * In mtrace's own memory (mem.h), so that it is never a root; grown by doubling. */
-struct scans {
-    uint32_t count, last;
-};
-static pthread_mutex_t scans_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct scans *scans;
-static size_t scans_cap;
-static uint32_t scans_made;
-
-/* Room for stack id `id` (scans_lock held); 0, or -1 when memory cannot be had. */
-static int scans_room(uint32_t id)
-{
-    if (id < scans_cap) return 0;
-    size_t cap = scans_cap ? scans_cap : 4096;
-    while (cap <= id)
-        cap *= 2;
-    struct scans *to = mt_mem_map(cap * sizeof *to);
-    if (!to) return -1;
-    if (scans) {
-        memcpy(to, scans, scans_cap * sizeof *to);
-        mt_mem_unmap(scans, scans_cap * sizeof *to);
-    }
-    scans = to;
-    scans_cap = cap;
-    return 0;
-}
-
-void mt_reach_remember(const struct mt_reach *r)
-{
-    mt_guard_hold();
-    pthread_mutex_lock(&scans_lock);
-    scans_made++;
-    int table = mt_active();
-    if (table) mt_table_hold();
-    for (size_t i = 0; i < r->snap.heap; i++) {
-        const struct mt_record *b = &r->snap.rec[i];
-        if (r->state[i] == MT_REACH_REACHABLE || b->stack == MT_SNAPSHOT_UNRECORDED) continue;
-        if (table && !b->lost) mt_table_set_lost(b);
-        if (scans_room(b->stack) == 0 && scans[b->stack].last != scans_made) {
-            scans[b->stack].last = scans_made;
-            scans[b->stack].count++;
-        }
-    }
-    if (table) mt_table_release();
-    pthread_mutex_unlock(&scans_lock);
-    mt_guard_release();
-}
-
-unsigned mt_reach_scans(uint32_t stack)
-{
-    pthread_mutex_lock(&scans_lock);
-    unsigned n = stack < scans_cap ? scans[stack].count : 0;
-    pthread_mutex_unlock(&scans_lock);
-    return n;
-}
-
 void mt_reach_drop(struct mt_reach *r)
 {
     mt_snapshot_drop(&r->snap);
     if (r->map) mt_mem_unmap(r->map, r->map_len);
     r->map = NULL;
     r->state = NULL;
-}
-
-/* Its own frame, so that the bytes it zeroes lie below its caller's. */
-__attribute__((noinline)) static void zero_below(size_t len)
-{
-    char dead[len];
-    explicit_bzero(dead, len);
-}
-
-void mt_reach_scrub(void)
-{
-    uintptr_t lo, hi, here = (uintptr_t)__builtin_frame_address(0);
-    mt_guard_hold();
-    int known = mt_stack_bounds(&lo, &hi);
-    mt_guard_release();
-    if (!known) return;
-    uintptr_t floor = lo + MT_REACH_SCRUB_MARGIN;
-    if (here < floor + 4096 || here >= hi) return;
-    size_t room = here - floor - 4096; /* zero_below's own frame */
-    zero_below(room < MT_REACH_SCRUB ? room : MT_REACH_SCRUB);
 }

@@ -10,7 +10,7 @@
  * stacks (sigaltstack: only the kernel points to them). Every aligned word that
  * points into a recorded block, at its start or inside it, marks that block, whose words are
  * then read in turn, but for a block whose record has the lost bit (an earlier scan found it
- * lost: mt_reach_remember below), which nothing marks, and for the two words of an Erlang ProcBin
+ * lost: remember.h), which nothing marks, and for the two words of an Erlang ProcBin
  * (OTP 25, 26) whose binary is dead (reach.c: the block they point into holds no live Binary).
  * Recorded blocks are never roots: a block is read only once it is marked.
  *
@@ -172,20 +172,6 @@ enum mt_lost_rule mt_reach_rule(const struct mt_reach *r, int after_reset);
  * miss live blocks (the rule without a walk would not be MT_LOST_KNOWN). Any thread. */
 int mt_reach_needs_walk(int after_reset);
 
-/* Scans that add up. A block a scan found lost stays lost until it is freed: it cannot become
- * reachable again in a correct program, while a stale word that appears later (a conservative
- * mark's false reference) could keep it. mt_reach_remember(r), called once r is known to be
- * complete (mt_reach_rule() said MT_LOST_KNOWN), sets the lost bit of each lost recorded block's
- * record (table.h); every later mt_reach_run() then marks no such block from any word, and
- * reads none of its words, so it and what only it reaches are lost again. A freed block's record
- * goes, and a block allocated at its address gets a new record, without the bit. It also counts
- * the scan for each stack id with lost blocks in r: mt_reach_scans() says how many remembered
- * scans found lost blocks of a stack (0 for none). Blocks without a record (MT_SNAPSHOT_UNRECORDED)
- * are neither kept lost nor counted. Thread safe (a mutex); takes the table's turn, so not while
- * the threads are stopped. */
-void mt_reach_remember(const struct mt_reach *r);
-unsigned mt_reach_scans(uint32_t stack);
-
 /* The walk alone, for a census of the heap: the threads stopped, glibc's heap walked into *heap
  * and joined to a snapshot of the records in r->snap (as mt_reach_run does, without the mark:
  * r->state stays NULL). Returns 0 with r->heap_walked set, or with r->heap_refused saying why it
@@ -193,16 +179,5 @@ unsigned mt_reach_scans(uint32_t stack);
  * mt_reach_drop() and mt_heap_drop() release what it made. */
 int mt_reach_heap(struct mt_reach *r, struct mt_heap *heap);
 void mt_reach_drop(struct mt_reach *r);
-
-/* Stale words in stacks. A thread lays each frame over what its earlier, deeper calls left there,
- * and a slot the frame never writes keeps the old word: a scheduler asleep in such frames shows a
- * mark, as live, a pointer that a NIF that ran on it before held. mt_reach_scrub() zeroes up to
- * MT_REACH_SCRUB bytes of the calling thread's stack below its caller's frame (never the last
- * MT_REACH_SCRUB_MARGIN bytes of the stack), so that the frames it lays there next hold zeros
- * where they write nothing. Any thread but a hook or a signal handler; the first call on a thread
- * allocates (stack.h's mt_stack_bounds); does nothing where the stack's bounds are not known. */
-#define MT_REACH_SCRUB ((size_t)64 << 10)
-#define MT_REACH_SCRUB_MARGIN ((size_t)32 << 10)
-void mt_reach_scrub(void);
 
 #endif

@@ -6,6 +6,7 @@
 
 #include "base/mem.h"
 #include "mark/beam_vm.h"
+#include "mark/remember.h"
 #include "mark/roots.h"
 #include "nif/filter.h"
 #include "nif/readers.h"
@@ -130,7 +131,7 @@ static void batch_items(ErlNifEnv *env, struct batch *b, const struct mt_reach *
                        : enif_make_uint64(env, mt_snapshot_age(&r->snap, rec)),
             unrecorded ? mt_atom_nil : enif_make_uint64(env, rec->stack),
             r->state[b->at[j]] == MT_REACH_DIRECT ? mt_atom_true : mt_atom_false,
-            unrecorded ? mt_atom_nil : enif_make_uint64(env, mt_reach_scans(rec->stack)),
+            unrecorded ? mt_atom_nil : enif_make_uint64(env, mt_remembered_scans(rec->stack)),
             certainty(env, r, b->at[j]),
         };
         items[(*k)++] = enif_make_tuple_from_array(env, t, 7);
@@ -260,7 +261,7 @@ ERL_NIF_TERM mt_nif_leaks(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     }
     for (size_t i = 0; i < r.missed_frees && i < MT_REACH_MISSED; i++)
         mt_forget_missed(&r.missed[i]);
-    mt_reach_remember(&r);
+    mt_remember(&r);
     /* The filter is applied after the mark, which reads every block: a block outside the filter
      * may be the only way to one inside it. Symbolizing for it runs with the threads going. */
     size_t lost = 0;

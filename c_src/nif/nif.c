@@ -8,7 +8,7 @@
 #define _GNU_SOURCE
 
 #include "mark/beam_vm.h"
-#include "mark/reach.h"
+#include "mark/scrub.h"
 #include "nif/readers.h"
 #include "nif/terms.h"
 
@@ -36,7 +36,7 @@ static int upgrade(ErlNifEnv *env, void **priv, void **old_priv, ERL_NIF_TERM in
     static ERL_NIF_TERM reader##_scrubbed(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])     \
     {                                                                                              \
         ERL_NIF_TERM result = reader(env, argc, argv);                                             \
-        mt_reach_scrub();                                                                          \
+        mt_scrub();                                                                                \
         return result;                                                                             \
     }
 SCRUBBED(mt_nif_olds)

@@ -5,7 +5,7 @@
 #include <pthread.h>
 
 #include "mark/beam_regs.h"
-#include "mark/reach.h"
+#include "mark/scrub.h"
 #include "nif/readers.h"
 #include "nif/terms.h"
 
@@ -20,7 +20,7 @@ ERL_NIF_TERM mt_nif_scrub(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     if (!enif_is_binary(env, argv[0]) || !enif_get_double(env, argv[1], &f0))
         return enif_make_badarg(env);
     mt_beam_regs_note((const uint64_t *)argv, (unsigned)argc, f0);
-    mt_reach_scrub();
+    mt_scrub();
     return mt_atom_ok;
 }
 
@@ -63,7 +63,7 @@ static ERL_NIF_TERM scrub_at(ErlNifEnv *env, const ERL_NIF_TERM argv[], struct g
            pthread_cond_timedwait(&g->in, &g->lock, &until) == 0)
         ;
     pthread_mutex_unlock(&g->lock);
-    mt_reach_scrub();
+    mt_scrub();
     return mt_atom_ok;
 }
 
