@@ -53,7 +53,7 @@ ptrace_refusal() {
 stopped() {
   case $(awk '/^State:/ { print $2 }' "/proc/$1/status" 2>/dev/null) in
     T) die "process $1 is stopped (SIGSTOP or Ctrl-Z), so it calls no malloc: continue it" \
-      "(kill -CONT $1), then attach" ;;
+      "(kill -CONT $1), then try again" ;;
   esac
 }
 

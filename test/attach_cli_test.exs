@@ -248,7 +248,7 @@ defmodule Mtrace.AttachCliTest do
 
     assert out ==
              "mtrace: process #{pid} is stopped (SIGSTOP or Ctrl-Z), so it calls no malloc: " <>
-               "continue it (kill -CONT #{pid}), then attach\n"
+               "continue it (kill -CONT #{pid}), then try again\n"
 
     assert status_within?(pid, ~r/State:\s+T/, 1)
     refute mapped?(pid)
