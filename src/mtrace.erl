@@ -140,6 +140,7 @@ write(Path, Format, Opts) ->
 %% write/3's what option, and the reader's options without it (which the reader checks).
 what(Opts) when is_map(Opts) ->
     {maps:get(what, Opts, live), maps:remove(what, Opts)};
+%% length/1 fails the guard of an improper list, which lists:keytake/3 cannot take.
 what(Opts) when length(Opts) >= 0 ->
     case lists:keytake(what, 1, Opts) of
         {value, {what, What}, Rest} -> {What, Rest};

@@ -139,6 +139,17 @@ defmodule Mtrace.Test.Helpers do
     Enum.reverse(hits)
   end
 
+  @doc """
+  The usable sizes glibc may give a block of `asked` bytes without a record, as the heap walk
+  reports it: its chunk's (the request and the 8-byte header, to 16 bytes, at least 32), or 16
+  bytes more, where glibc gave the whole of a free chunk whose remainder would have been too
+  small to split.
+  """
+  def usable_sizes(asked) do
+    usable = max(32, div(asked + 8 + 15, 16) * 16) - 8
+    [usable, usable + 16]
+  end
+
   @doc "A run's outcome for at_least!/4,5: `{:hit, value}` when hit?, else `{:miss, why}`."
   def outcome(hit?, value, why), do: if(hit?, do: {:hit, value}, else: {:miss, why})
 
