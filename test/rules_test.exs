@@ -102,8 +102,10 @@ defmodule Mtrace.RulesTest do
 
   # The independent verifier: after leaks/1, every readable and writable mapping of the node is
   # read by the test's own NIF (Lost.holders/1, not through the mark), and a reported block that
-  # an aligned word of a live block not reported lost, or of a loaded object's data, points into
-  # must be on a :possible site, in the four kinds of node. Holders elsewhere (free heap memory,
+  # an aligned word of a live block not reported lost (the whole word inside the block's size: a
+  # word that runs past its end is no pointer the program can hold there, and the mark does not
+  # read it), or of a loaded object's data, points into must be on a :possible site, in the four
+  # kinds of node. Holders elsewhere (free heap memory,
   # stacks, the VM's anonymous memory) are not told apart here.
   @verified """
   alias Mtrace.Test.Lost
@@ -121,20 +123,21 @@ defmodule Mtrace.RulesTest do
   sorted = fn ranges -> ranges |> Enum.sort() |> List.to_tuple() end
   {lost_t, live_t} = {sorted.(lost), sorted.(live)}
 
-  inside = fn t, h ->
+  # whether the width bytes at h lie inside one of the ranges t
+  inside = fn t, h, width ->
     {lo, hi} = {0, tuple_size(t)}
     find = fn find, lo, hi ->
       if lo >= hi, do: lo, else: (mid = div(lo + hi, 2); if elem(elem(t, mid), 0) <= h, do: find.(find, mid + 1, hi), else: find.(find, lo, mid))
     end
     i = find.(find, lo, hi)
-    i > 0 and (fn {a, n} -> h < a + max(n, 1) end).(elem(t, i - 1))
+    i > 0 and (fn {a, n} -> h + width <= a + max(n, 1) end).(elem(t, i - 1))
   end
 
   static? = fn path -> path != "" and not String.starts_with?(path, "[") and not (path =~ "mtrace.so") end
   certainty = Map.new(sites, &{&1.address, &1.certainty})
 
   wrong =
-    for {b, h, path} <- holders, not inside.(lost_t, h), inside.(live_t, h) or static?.(List.to_string(path)),
+    for {b, h, path} <- holders, not inside.(lost_t, h, 1), inside.(live_t, h, 8) or static?.(List.to_string(path)),
         certainty[b] != :possible, do: {b, h, List.to_string(path)}
 
   {length(sites), length(holders), wrong}
