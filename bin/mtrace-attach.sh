@@ -52,9 +52,13 @@ ptrace_refusal() {
 # continued, which is its user's to decide, not mtrace's.
 stopped() {
   case $(awk '/^State:/ { print $2 }' "/proc/$1/status" 2>/dev/null) in
-    T) die "process $1 is stopped (SIGSTOP or Ctrl-Z), so it calls no malloc: continue it" \
-      "(kill -CONT $1), then try again" ;;
+    T) die_stopped "$1" ;;
   esac
+}
+
+die_stopped() {
+  die "process $1 is stopped (SIGSTOP or Ctrl-Z), so it calls no malloc: continue it" \
+    "(kill -CONT $1), then try again"
 }
 
 # Whether the process is one mtrace can reach, or a line why not (and exit).
@@ -101,7 +105,9 @@ inject() {
         */beam.smp) beam=" (an Erlang node allocates little with malloc: Mtrace.attach() from an rpc or a remote shell needs no ptrace)" ;;
         *) beam= ;;
       esac
-      stopped "$pid"
+      # Stopped meanwhile, the injector says so: once detached, the process wakes to stop again,
+      # so its state may not show it yet.
+      [ "$(printf '%s\n' "$said" | sed -n 's/^mtrace-abandoned //p')" != stopped ] || die_stopped "$pid"
       die "gave up on process $pid ($(printf '%s\n' "$said" | sed -n 's/^mtrace-abandoned //p'));" \
         "it runs on untouched. mtrace waits for a call to malloc so as never to stop it inside" \
         "the loader or the allocator: try while it works, or wait longer with --wait$beam" ;;

@@ -20,13 +20,13 @@
  * Prints, for bin/mtrace-attach.sh, "mtrace-rc N" with ENTRY's result, "mtrace-paused-ms T" with
  * how long every thread was stopped while the breakpoints went in, "mtrace-held-ms H C" with how
  * long the thread that made the calls was held and its time on a CPU meanwhile (-1: not known),
- * and "mtrace-error TEXT"
- * when dlopen fails or the result is not 0 (PREFIX, then mtrace_lib_attach_reason's text, or for
- * mtrace_lib_leaks strerror of the errno it left). Exit status 0 once ENTRY was called; 3 when
- * ptrace is refused (the script says why); 4 when no thread entered the allocator within WAIT
- * seconds, or the wait was interrupted (SIGINT, SIGTERM): the process runs on untouched, and
- * when it was stopped (SIGSTOP, Ctrl-Z) or is stopped meanwhile, it stays so; 1 on any other
- * error, with one line on stderr.
+ * "mtrace-abandoned WHY" when it gave up (WHY is "stopped" for a process stopped by its user),
+ * and "mtrace-error TEXT" when dlopen fails or the result is not 0 (PREFIX, then
+ * mtrace_lib_attach_reason's text, or for mtrace_lib_leaks strerror of the errno it left). Exit
+ * status 0 once ENTRY was called; 3 when ptrace is refused (the script says why); 4 when no
+ * thread entered the allocator within WAIT seconds, or the wait was interrupted (SIGINT,
+ * SIGTERM): the process runs on untouched, and when it was stopped (SIGSTOP, Ctrl-Z) or is
+ * stopped meanwhile, it stays so; 1 on any other error, with one line on stderr.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -369,9 +369,12 @@ static int trap_pending(pid_t tid)
 }
 
 /* Interrupts and detaches every thread, but for `stopped`, stopped already (0: none), which is
- * detached at once; a thread stopped at a breakpoint goes back before it. */
-static void detach_all(pid_t stopped)
+ * detached at once; a thread stopped at a breakpoint goes back before it. Returns whether a thread
+ * was in a group-stop (SIGSTOP, Ctrl-Z), which it goes back to once detached: known here, as the
+ * interrupt reports the stop's signal, and not after, as the thread wakes first to stop again. */
+static int detach_all(pid_t stopped)
 {
+    int group_stopped = 0;
     if (stopped) {
         ptrace(PTRACE_DETACH, stopped, 0, 0);
         forget(stopped);
@@ -388,6 +391,7 @@ static void detach_all(pid_t stopped)
             continue;
         }
         int sig = WSTOPSIG(status), event = status >> 16;
+        group_stopped |= event == PTRACE_EVENT_STOP && sig != SIGTRAP;
         struct user_regs_struct r;
         if (sig == SIGTRAP && !event) {
             rewind_break(tid);
@@ -404,10 +408,13 @@ static void detach_all(pid_t stopped)
         /* a thread started meanwhile is seized, and detached in turn */
         pid_t child = event == PTRACE_EVENT_CLONE ? adopt(tid) : 0;
         if (child) ptrace(PTRACE_INTERRUPT, child, 0, 0);
-        int deliver = event || sig == SIGTRAP || sig == SIGSTOP ? 0 : sig;
+        /* a signal on its way is delivered: a SIGSTOP then stops the process once detached */
+        group_stopped |= !event && sig == SIGSTOP;
+        int deliver = event || sig == SIGTRAP ? 0 : sig;
         ptrace(PTRACE_DETACH, tid, 0, deliver);
         forget(tid);
     }
+    return group_stopped;
 }
 
 /* dlsym(handle, name) in the process: the name is written to the stack and passed second. */
@@ -562,8 +569,9 @@ int main(int argc, char **argv)
     pid_t tid = wait_for_break(now() + wait);
     set_breaks(0);
     if (!tid) {
-        detach_all(0);
-        if (interrupted)
+        if (detach_all(0))
+            printf("mtrace-abandoned stopped\n");
+        else if (interrupted)
             printf("mtrace-abandoned interrupted\n");
         else
             printf("mtrace-abandoned no call to malloc within %s s\n", argv[6]);
