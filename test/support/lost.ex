@@ -86,16 +86,18 @@ defmodule Mtrace.Test.Lost do
   # Three lost blocks of size bytes whose only words lie in a message's heap fragment: allocated on
   # scheduler 1 (its sender's instance of eheap_alloc, the receiver's messages being off its heap)
   # and freed on scheduler 2 by its receiver's collection, so queued to scheduler 1's instance,
-  # which frees it when it next runs. Scheduler 1 waits meanwhile in hold_scheduler(ms);
-  # then.(the addresses xor mask) runs on scheduler 2 once the fragment is freed, and what it
-  # returns is returned.
+  # which frees it when it next runs. Scheduler 1 waits meanwhile in hold_scheduler(ms), called by
+  # a process whose heap was made before the blocks: a running process's unused heap is read whole
+  # (the NIF may have built terms there), and the sender's, made since, may hold a stale copy. The
+  # sender waits in receive meanwhile, its heap collected. then.(the addresses xor mask) runs on
+  # scheduler 2 once the fragment is freed, and what it returns is returned.
   def lose_in_queued_fragment(size, ms, then) do
     parent = self()
 
     run = fn ->
       me = self()
 
-      # The message is taken only once the sender holds: taken, its fragment's size starts a
+      # The message is taken only once scheduler 1 is held: taken, its fragment's size starts a
       # collection, which frees it.
       receiver = fn ->
         receive do: (:drop -> :ok)
@@ -105,24 +107,31 @@ defmodule Mtrace.Test.Lost do
         receive do: (:stop -> :ok)
       end
 
+      holder = fn ->
+        receive do: (:hold -> :ok)
+        send(me, :holding)
+        hold_scheduler(ms)
+      end
+
       to = :erlang.spawn_opt(receiver, [{:scheduler, 2}, {:message_queue_data, :off_heap}])
+      held = :erlang.spawn_opt(holder, [{:scheduler, 1}])
       masked = lose_masked(3, size)
 
       sender = fn ->
         send(to, {:fragment, [words(masked) | Enum.to_list(1..1000)]})
         :erlang.garbage_collect()
-        send(me, :holding)
-        hold_scheduler(ms)
+        send(held, :hold)
+        receive do: (:stop -> :ok)
       end
 
-      :erlang.spawn_opt(sender, [{:scheduler, 1}])
+      from = :erlang.spawn_opt(sender, [{:scheduler, 1}])
       receive do: (:holding -> :ok)
-      # the sender in hold_scheduler/1 by then
+      # the holder in hold_scheduler/1 by then
       Process.sleep(100)
       send(to, :drop)
       receive do: (:dropped -> :ok)
       result = then.(masked)
-      send(to, :stop)
+      for pid <- [to, from], do: send(pid, :stop)
       send(parent, {self(), result})
     end
 
