@@ -60,8 +60,9 @@ defmodule Mtrace.Rebar3Test do
           ~w(-sname #{name} -setcookie #{@cookie} -noshell -pa #{Path.join(lib, "ebin")} #{shop} -eval) ++
             [
               "{ok, _} = application:ensure_all_started(shop), " <>
+                "ok = mtrace_test_leaky:requests(4096, 100), " <>
                 "io:format(\"~p~n\", [maps:with([preloaded, recording], mtrace:stats())]), " <>
-                "mtrace_test_leaky:serve(4096, 20)"
+                "receive after infinity -> ok end"
             ],
         env: [{~c"LD_PRELOAD", String.to_charlist(so)}, {~c"ERL_LIBS", false}]
       ])
@@ -71,7 +72,9 @@ defmodule Mtrace.Rebar3Test do
     assert said == "\#{preloaded => true,recording => true}\n"
 
     # Its NIF is loaded already: bin/mtrace finds it and the file it loads, and reads the leaks.
-    Process.sleep(2500)
+    # The 100 requests lost 10 blocks, older than the minimum age of a second by then; stale words
+    # of the stacks may keep one or two (as in erlang_api_test).
+    Process.sleep(1100)
 
     {text, 0} =
       System.cmd(Path.join(@root, "bin/mtrace"), ["leaks", "--node", name, "--cookie", @cookie],
@@ -82,7 +85,7 @@ defmodule Mtrace.Rebar3Test do
     assert {:ok, [%{stack: [_, %{function: "leak_malloc"} | _], blocks: lost}]} =
              Mtrace.Report.read(text)
 
-    assert lost >= 3, text
+    assert lost >= 7, text
     {:os_pid, pid} = Port.info(port, :os_pid)
     System.cmd("kill", ["#{pid}"])
   end
