@@ -8,8 +8,8 @@ RECORDER = $(SRC)/record/table.o $(SRC)/record/intern.o $(SRC)/record/cfi.o \
 	$(SRC)/record/beam_frames.o $(SRC)/record/stack.o $(SRC)/record/recorder.o
 # The hook path: the recorder, the malloc family's hooks and the allocator they forward to.
 RECORD = $(RECORDER) $(SRC)/record/hooks.o $(SRC)/record/allocator.o
-# Recording without a restart, and what an object's unloading ends.
-ATTACH = $(SRC)/attach/attach.o $(SRC)/attach/unload.o
+# Recording without a restart (and dlopen as its caller's), and what an object's unloading ends.
+ATTACH = $(SRC)/attach/attach.o $(SRC)/attach/dlopen_as.o $(SRC)/attach/unload.o
 SYMBOLS = $(SRC)/symbols/symbols.o $(SRC)/symbols/elf.o $(SRC)/symbols/dwarf.o \
 	$(SRC)/symbols/perf.o $(SRC)/symbols/jit.o
 # Which blocks are lost: the snapshot, the stopped world, the mark and its rules.
@@ -29,7 +29,7 @@ HDRS = $(SRC)/base/config.h $(SRC)/base/mem.h $(SRC)/base/platform.h $(SRC)/base
 	$(SRC)/record/account.h $(SRC)/record/allocator.h $(SRC)/record/beam_frames.h \
 	$(SRC)/record/cfi.h $(SRC)/record/hooklist.h $(SRC)/record/hooks.h $(SRC)/record/intern.h \
 	$(SRC)/record/recorder.h $(SRC)/record/stack.h $(SRC)/record/table.h \
-	$(SRC)/attach/attach.h \
+	$(SRC)/attach/attach.h $(SRC)/attach/dlopen_as.h \
 	$(SRC)/symbols/symbols.h $(SRC)/symbols/backend.h \
 	$(SRC)/mark/beam_alloc.h $(SRC)/mark/beam_heaps.h $(SRC)/mark/beam_regs.h \
 	$(SRC)/mark/beam_vm.h $(SRC)/mark/glibc_heap.h $(SRC)/mark/layouts.h $(SRC)/mark/reach.h \

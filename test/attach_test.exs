@@ -227,6 +227,39 @@ defmodule Mtrace.AttachTest do
     )
   end
 
+  test "after an attach, a library's dlopen finds what it found before: by its RUNPATH and $ORIGIN" do
+    # dl.so's RUNPATH is its own directory, where other.so lies: a plugin loader's dlopen by a
+    # bare name, or by $ORIGIN. Its dlopen word points at the attach's wrapper, which calls
+    # dlopen itself (dlopen_as.h); libz.so.1 is found where anyone finds it (the cache).
+    r =
+      node_result(
+        """
+        dl = String.to_atom("Elixir.Mtrace.Test.Dl")
+        open = fn name, alloc ->
+          case apply(dl, :open, [name]) do
+            {:ok, h, _} ->
+              p = if alloc, do: apply(dl, :call, [h, ~c"other_alloc", 4321])
+              found = p && Map.has_key?(Mtrace.Test.Helpers.records_at([p]), p)
+              if p, do: apply(dl, :free, [p])
+              apply(dl, :close, [h])
+              {:ok, found}
+            {:error, why} -> {:error, List.to_string(why)}
+          end
+        end
+        before = [open.(~c"other.so", false), open.(~c"$ORIGIN/other.so", false)]
+        :ok = Mtrace.attach()
+        attached = [open.(~c"other.so", true), open.(~c"${ORIGIN}/other.so", true),
+                    open.(~c"libz.so.1", false), open.(~c"no-such-plugin.so", false)]
+        {before, attached}
+        """,
+        []
+      )
+
+    assert {[{:ok, nil}, {:ok, nil}], attached} = r
+    assert [{:ok, true}, {:ok, true}, {:ok, nil}, {:error, missing}] = attached
+    assert missing =~ "no-such-plugin.so: cannot open shared object file"
+  end
+
   test "options are validated once and apply at the first attach" do
     r =
       node_result(

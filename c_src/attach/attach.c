@@ -4,6 +4,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <link.h>
 #include <pthread.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "attach/dlopen_as.h"
 #include "base/config.h"
 #include "base/mem.h"
 #include "mark/beam_vm.h"
@@ -248,10 +250,15 @@ static void rewrite_all(void)
     dl_iterate_phdr(patch_object, NULL);
 }
 
+/* The caller's dlopen, as its own: the name it gives is searched as it would be (dlopen_as.h);
+ * what that finds and cannot load is looked for by the name it gave. */
 static void *attached_dlopen(const char *file, int mode)
 {
     void *(*real)(const char *, int) = (void *(*)(const char *, int))dlopen_original;
-    void *handle = real(file, mode);
+    char path[PATH_MAX];
+    const char *as = mt_dlopen_name(file, __builtin_return_address(0), path, sizeof path);
+    void *handle = real(as, mode);
+    if (!handle && as != file) handle = real(file, mode);
     if (!handle || !__atomic_load_n(&rewriting, __ATOMIC_ACQUIRE)) return handle;
     int e = errno;
     mt_guard_hold();
