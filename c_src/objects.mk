@@ -6,8 +6,10 @@ BASE = $(SRC)/base/config.o $(SRC)/base/mem.o $(SRC)/base/proc.o $(SRC)/base/wri
 # The recorder, which the hooks call and which is tested without them.
 RECORDER = $(SRC)/record/table.o $(SRC)/record/intern.o $(SRC)/record/cfi.o \
 	$(SRC)/record/beam_frames.o $(SRC)/record/stack.o $(SRC)/record/recorder.o
+# The allocator the hooks forward to, and where the loader binds the malloc family's names.
+ALLOCATOR = $(SRC)/record/allocator.o $(SRC)/record/bindings.o
 # The hook path: the recorder, the malloc family's hooks and the allocator they forward to.
-RECORD = $(RECORDER) $(SRC)/record/hooks.o $(SRC)/record/allocator.o
+RECORD = $(RECORDER) $(SRC)/record/hooks.o $(ALLOCATOR)
 # Recording without a restart (and dlopen as its caller's), and what an object's unloading ends.
 ATTACH = $(SRC)/attach/attach.o $(SRC)/attach/dlopen_as.o $(SRC)/attach/unload.o
 SYMBOLS = $(SRC)/symbols/symbols.o $(SRC)/symbols/elf.o $(SRC)/symbols/dwarf.o \
@@ -27,6 +29,7 @@ OBJS = $(BASE) $(RECORD) $(ATTACH) $(SYMBOLS) $(MARK) $(OUT) $(NIF)
 HDRS = $(SRC)/base/config.h $(SRC)/base/mem.h $(SRC)/base/platform.h $(SRC)/base/proc.h \
 	$(SRC)/base/sort.h $(SRC)/base/writer.h \
 	$(SRC)/record/account.h $(SRC)/record/allocator.h $(SRC)/record/beam_frames.h \
+	$(SRC)/record/bindings.h \
 	$(SRC)/record/cfi.h $(SRC)/record/hooklist.h $(SRC)/record/hooks.h $(SRC)/record/intern.h \
 	$(SRC)/record/recorder.h $(SRC)/record/stack.h $(SRC)/record/table.h \
 	$(SRC)/attach/attach.h $(SRC)/attach/dlopen_as.h \

@@ -3,7 +3,8 @@ defmodule Mtrace.AllocatorsTest do
   # mtrace exactly as without it: the hooks forward to the allocator that follows the preload
   # (c_src/record/allocator.h), never to glibc's. Their exit reports name the allocator, and report no
   # block that is still referenced; and Debian's redis-server (jemalloc) serves redis-benchmark
-  # under mtrace and shuts down cleanly.
+  # under mtrace and shuts down cleanly. A program that defines malloc itself is bound to it, as
+  # every library is, and mtrace records nothing there.
   use ExUnit.Case, async: true
 
   @moduletag timeout: 300_000
@@ -86,6 +87,27 @@ defmodule Mtrace.AllocatorsTest do
       run(@mtrace, ["run", "-o", "/dev/null", "--", Path.join(@bin, "allocators-jemalloc"), "2"])
 
     assert out =~ "allocators: sum 60000 in 3 rounds, refused 1"
+  end
+
+  @tag :tmp_dir
+  test "a program that defines malloc itself runs as without mtrace: every call mtrace forwards reaches its allocator",
+       %{tmp_dir: dir} do
+    # own_allocator's free aborts on a block it did not give: mtrace's strdup hook, reached
+    # because the program does not define strdup, gave it glibc's
+    program = Path.join(@bin, "own_allocator")
+    {plain, 0} = run(program, [])
+    assert plain =~ ~r/^own_allocator: 19780 bytes; (\d+) blocks given, \1 freed\n$/
+    assert run(program, [], [{"LD_PRELOAD", Path.join(@root, "priv/mtrace.so")}]) == {plain, 0}
+
+    # asked for a report, it says once why there is none
+    report = Path.join(dir, "own.txt")
+    {out, 0} = run(@mtrace, ["run", "-o", report, "--", program])
+
+    assert out ==
+             "mtrace: #{program} defines malloc ahead of mtrace (an allocator linked in, " <>
+               "or preloaded first): nothing is recorded, and no report is written\n" <> plain
+
+    refute File.exists?(report)
   end
 
   @tag :tmp_dir

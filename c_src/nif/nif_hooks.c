@@ -9,7 +9,7 @@
 #include "base/proc.h"
 #include "mark/beam_vm.h"
 #include "mark/layouts.h"
-#include "record/hooks.h"
+#include "record/bindings.h"
 #include "record/recorder.h"
 
 typedef void *alloc_fn(size_t);

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "record/bindings.h"
+
 extern void *__libc_malloc(size_t);
 extern void *__libc_calloc(size_t, size_t);
 extern void *__libc_realloc(void *, size_t);
@@ -105,10 +107,37 @@ static void *realloc_array(void *p, size_t count, size_t n)
     return mt_real.realloc(p, bytes);
 }
 
-void mt_real_resolve(void)
+/* The function of this name the loader binds every library to, when an object ahead of this copy
+ * defines malloc: its own, or the next one after this copy's hook (glibc's), as without mtrace. */
+static void *ahead(const char *name, const void *self_base)
 {
-    int e = errno;
-    resolving = 1;
+    void *fn = (void *)mt_definition(name, NULL);
+    Dl_info info;
+    if (!fn || (dladdr(fn, &info) && info.dli_fbase == self_base)) fn = dlsym(RTLD_NEXT, name);
+    return fn;
+}
+
+static struct mt_real behind(void *m)
+{
+    Dl_info self, info;
+    const void *self_base = dladdr((void *)mt_real_resolve, &self) ? self.dli_fbase : NULL;
+    struct mt_real r = {.foreign = 1, .malloc = m};
+    r.name = dladdr(m, &info) && info.dli_fname && *info.dli_fname ? info.dli_fname : "the program";
+    r.calloc = ahead("calloc", self_base);
+    r.realloc = ahead("realloc", self_base);
+    r.free = ahead("free", self_base);
+    r.memalign = ahead("memalign", self_base);
+    r.posix_memalign = ahead("posix_memalign", self_base);
+    r.aligned_alloc = ahead("aligned_alloc", self_base);
+    r.valloc = ahead("valloc", self_base);
+    r.pvalloc = ahead("pvalloc", self_base);
+    r.reallocarray = ahead("reallocarray", self_base);
+    return r;
+}
+
+/* The allocator that follows this copy in lookup order (dlsym(RTLD_NEXT)), whole, or glibc's. */
+static struct mt_real following(void)
+{
     /* libc is found by a function of its own: tcmalloc and mimalloc define __libc_malloc too */
     Dl_info libc;
     const void *libc_base = dladdr((void *)gnu_get_libc_version, &libc) ? libc.dli_fbase : NULL;
@@ -144,7 +173,15 @@ void mt_real_resolve(void)
         r.aligned_alloc = dlsym(RTLD_NEXT, "aligned_alloc");
         r.reallocarray = dlsym(RTLD_NEXT, "reallocarray");
     }
-    mt_real = r;
+    return r;
+}
+
+void mt_real_resolve(void)
+{
+    int e = errno;
+    resolving = 1;
+    void *first = (void *)mt_behind_allocator();
+    mt_real = first ? behind(first) : following();
     __atomic_store_n(&mt_real_resolved, 1, __ATOMIC_RELEASE);
     resolving = 0;
     errno = e;

@@ -6,7 +6,10 @@
  * names too, so that even mtrace's defaults reach them). Blocks of two allocators must never meet:
  * every hook forwards to that one allocator, and a function it does not define (jemalloc has no
  * pvalloc, and no allocator but glibc has reallocarray's glibc entry) is made from the ones it
- * does, never taken from glibc.
+ * does, never taken from glibc. When an object ahead of mtrace in load order defines malloc (an
+ * executable linked with its own allocator, or a library preloaded before mtrace), the loader
+ * binds every library to it, and the hooks reached (those it does not define: strdup's, say)
+ * forward to the function each name is bound to without mtrace: that object's, else glibc's.
  *
  * Contract
  * - mt_real is resolved on the first call of any hook (mt_real_ready() says whether it is), by

@@ -17,8 +17,11 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "base/writer.h"
 #include "record/allocator.h"
+#include "record/bindings.h"
 #include "record/recorder.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -224,94 +227,6 @@ EXPORT char *strndup(const char *s, size_t max)
     ALLOCATE(MT_STRNDUP, strndup, copy(s, len), len + 1, len + 1);
 }
 
-/* The loader relocates these dynamic-section addresses in place, except in the vDSO, whose
- * entries stay offsets from its base: an address outside the object's own segments is one. */
-static const void *dyn_ptr(const struct dl_phdr_info *info, ElfW(Addr) lo, ElfW(Addr) hi,
-                           ElfW(Addr) p)
-{
-    return (const void *)(p >= lo && p < hi ? p : info->dlpi_addr + p);
-}
-
-static const ElfW(Sym) *
-    gnu_lookup(const uint32_t *h, const ElfW(Sym) * syms, const char *strs, const char *name)
-{
-    uint32_t hash = 5381;
-    for (const char *c = name; *c; c++)
-        hash = hash * 33 + (unsigned char)*c;
-    uint32_t nbuckets = h[0], first = h[1], bloom_words = h[2];
-    const uint32_t *buckets = (const uint32_t *)((const ElfW(Addr) *)(h + 4) + bloom_words);
-    const uint32_t *chain = buckets + nbuckets;
-    for (uint32_t i = nbuckets ? buckets[hash % nbuckets] : 0; i >= first && i != 0; i++) {
-        uint32_t c = chain[i - first];
-        if ((c | 1) == (hash | 1) && strcmp(strs + syms[i].st_name, name) == 0) return &syms[i];
-        if (c & 1) break;
-    }
-    return NULL;
-}
-
-static const ElfW(Sym) *
-    sysv_lookup(const uint32_t *h, const ElfW(Sym) * syms, const char *strs, const char *name)
-{
-    uint32_t hash = 0;
-    for (const char *c = name; *c; c++) {
-        hash = (hash << 4) + (unsigned char)*c;
-        hash = (hash ^ ((hash >> 24) & 0xf0)) & 0x0fffffff;
-    }
-    const uint32_t *buckets = h + 2, *chain = buckets + h[0];
-    for (uint32_t i = h[0] ? buckets[hash % h[0]] : 0; i != 0 && i < h[1]; i = chain[i])
-        if (strcmp(strs + syms[i].st_name, name) == 0) return &syms[i];
-    return NULL;
-}
-
-struct definition {
-    const char *name;
-    uintptr_t at, base;
-};
-
-/* dl_iterate_phdr's callback: stops at the first object that defines the name and keeps where. An
- * undefined symbol with a value (a non-PIE executable's canonical PLT entry, which dlsym returns
- * first) is not a definition: the loader binds calls past it. */
-static int find_definition(struct dl_phdr_info *info, size_t size, void *arg)
-{
-    (void)size;
-    struct definition *d = arg;
-    ElfW(Addr) lo = UINTPTR_MAX, hi = 0;
-    const ElfW(Dyn) *dyn = NULL;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type == PT_DYNAMIC) dyn = (const void *)(info->dlpi_addr + ph->p_vaddr);
-        if (ph->p_type != PT_LOAD) continue;
-        ElfW(Addr) start = info->dlpi_addr + ph->p_vaddr;
-        if (start < lo) lo = start;
-        if (start + ph->p_memsz > hi) hi = start + ph->p_memsz;
-    }
-    const ElfW(Sym) *syms = NULL;
-    const char *strs = NULL;
-    const uint32_t *gnu = NULL, *sysv = NULL;
-    for (; dyn && dyn->d_tag != DT_NULL; dyn++) {
-        const void *p = dyn_ptr(info, lo, hi, dyn->d_un.d_ptr);
-        if (dyn->d_tag == DT_SYMTAB) syms = p;
-        if (dyn->d_tag == DT_STRTAB) strs = p;
-        if (dyn->d_tag == DT_GNU_HASH) gnu = p;
-        if (dyn->d_tag == DT_HASH) sysv = p;
-    }
-    if (!syms || !strs || (!gnu && !sysv)) return 0;
-    const ElfW(Sym) *s =
-        gnu ? gnu_lookup(gnu, syms, strs, d->name) : sysv_lookup(sysv, syms, strs, d->name);
-    if (!s || s->st_shndx == SHN_UNDEF || ELF64_ST_BIND(s->st_info) == STB_LOCAL) return 0;
-    d->at = info->dlpi_addr + s->st_value;
-    d->base = info->dlpi_addr;
-    return 1;
-}
-
-uintptr_t mt_definition(const char *name, uintptr_t *base)
-{
-    struct definition d = {name, 0, 0};
-    dl_iterate_phdr(find_definition, &d);
-    if (base) *base = d.base;
-    return d.at;
-}
-
 uintptr_t mt_malloc_definition(void)
 {
     return mt_definition("malloc", NULL);
@@ -326,8 +241,20 @@ int mt_interposing(void)
  * copy dlopen'ed as a NIF alone must stay inert. */
 __attribute__((constructor)) static void start_if_interposing(void)
 {
-    if (mt_interposing())
+    if (mt_interposing()) {
         mt_start();
-    else
-        mt_inert();
+        return;
+    }
+    mt_inert();
+    /* preloaded for a report that cannot be: say why, once, in the process that would report */
+    uintptr_t first = mt_behind_allocator();
+    const char *report = getenv("MTRACE_REPORT"), *pid = getenv("MTRACE_REPORT_PID");
+    if (!first || !report || (pid && strtol(pid, NULL, 10) != (long)getpid())) return;
+    Dl_info info;
+    const char *parts[] = {
+        dladdr((void *)first, &info) && info.dli_fname && *info.dli_fname ? info.dli_fname
+                                                                          : "the program",
+        " defines malloc ahead of mtrace (an allocator linked in, or preloaded first): nothing is "
+        "recorded, and no report is written"};
+    mt_say(parts, 2);
 }

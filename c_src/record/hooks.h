@@ -21,10 +21,6 @@ int mt_interposing(void);
  * is found; the same rules, no allocation. */
 uintptr_t mt_malloc_definition(void);
 
-/* The first definition of name in load order, as for malloc above, and the load bias of the
- * object that holds it (*base, when base is not NULL); 0 if none. */
-uintptr_t mt_definition(const char *name, uintptr_t *base);
-
 /* This copy's hooks, indexed by kind (recorder.h), for the attach patcher: their own code,
  * whatever the exported names resolve to in the process. */
 extern void *const mt_hook_functions[];
