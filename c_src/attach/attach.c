@@ -19,6 +19,7 @@
 #include "mark/beam_vm.h"
 #include "nif/nif_hooks.h"
 #include "out/service.h"
+#include "record/bindings.h"
 #include "record/hooks.h"
 #include "record/recorder.h"
 #include "record/stack.h"
@@ -178,8 +179,7 @@ static void patch(struct object *o, const ElfW(Rela) * r, size_t n, const ElfW(S
     }
 }
 
-/* dl_iterate_phdr's callback: rewrites one object's words (the loader keeps x86-64's dynamic
- * section relocated in place, but for the vDSO, which is skipped). */
+/* dl_iterate_phdr's callback: rewrites one object's words (the vDSO has none to rewrite). */
 static int patch_object(struct dl_phdr_info *info, size_t size, void *arg)
 {
     (void)size;
@@ -189,11 +189,10 @@ static int patch_object(struct dl_phdr_info *info, size_t size, void *arg)
         return 0;
     long page = sysconf(_SC_PAGESIZE);
     struct object o = {.info = info, .lo = UINTPTR_MAX};
-    const ElfW(Dyn) *dyn = NULL;
+    struct mt_dynamic dynamic = mt_dynamic(info);
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
         uintptr_t start = base + ph->p_vaddr;
-        if (ph->p_type == PT_DYNAMIC) dyn = (const void *)start;
         if (ph->p_type == PT_GNU_RELRO) {
             o.relro_lo = start & ~(uintptr_t)(page - 1);
             o.relro_hi = (start + ph->p_memsz) & ~(uintptr_t)(page - 1);
@@ -207,22 +206,22 @@ static int patch_object(struct dl_phdr_info *info, size_t size, void *arg)
     const ElfW(Rela) *rela = NULL, *jmprel = NULL;
     size_t relasz = 0, pltsz = 0;
     int pltrela = 1;
-    for (; dyn && dyn->d_tag != DT_NULL; dyn++) {
+    for (const ElfW(Dyn) *dyn = dynamic.dyn; dyn && dyn->d_tag != DT_NULL; dyn++) {
         switch (dyn->d_tag) {
         case DT_SYMTAB:
-            syms = (const void *)dyn->d_un.d_ptr;
+            syms = mt_dynamic_ptr(dynamic, dyn->d_un.d_ptr);
             break;
         case DT_STRTAB:
-            strs = (const void *)dyn->d_un.d_ptr;
+            strs = mt_dynamic_ptr(dynamic, dyn->d_un.d_ptr);
             break;
         case DT_RELA:
-            rela = (const void *)dyn->d_un.d_ptr;
+            rela = mt_dynamic_ptr(dynamic, dyn->d_un.d_ptr);
             break;
         case DT_RELASZ:
             relasz = dyn->d_un.d_val;
             break;
         case DT_JMPREL:
-            jmprel = (const void *)dyn->d_un.d_ptr;
+            jmprel = mt_dynamic_ptr(dynamic, dyn->d_un.d_ptr);
             break;
         case DT_PLTRELSZ:
             pltsz = dyn->d_un.d_val;
@@ -258,7 +257,6 @@ static void *attached_dlopen(const char *file, int mode)
     char path[PATH_MAX];
     const char *as = mt_dlopen_name(file, __builtin_return_address(0), path, sizeof path);
     void *handle = real(as, mode);
-    if (!handle && as != file) handle = real(file, mode);
     if (!handle || !__atomic_load_n(&rewriting, __ATOMIC_ACQUIRE)) return handle;
     int e = errno;
     mt_guard_hold();

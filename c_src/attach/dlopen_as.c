@@ -3,54 +3,63 @@
 #include "attach/dlopen_as.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <link.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
 #include <unistd.h>
 
 #include "base/mem.h"
+#include "record/bindings.h"
 
 struct answer {
     const char *name;
     int found;
 };
 
-/* dl_iterate_phdr's callback: whether the object answers to a->name, by its path or its soname
- * (the loader keeps x86-64's dynamic section relocated in place, but for the vDSO's). */
+/* dl_iterate_phdr's callback: whether the object answers to a->name, by its path or its soname. */
 static int answers(struct dl_phdr_info *info, size_t size, void *arg)
 {
     (void)size;
     struct answer *a = arg;
     if (info->dlpi_name && strcmp(info->dlpi_name, a->name) == 0) return a->found = 1;
-    if (info->dlpi_addr == getauxval(AT_SYSINFO_EHDR)) return 0;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        if (info->dlpi_phdr[i].p_type != PT_DYNAMIC) continue;
-        const char *strs = NULL;
-        size_t soname = SIZE_MAX;
-        for (const ElfW(Dyn) *d = (const void *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
-             d->d_tag != DT_NULL; d++) {
-            if (d->d_tag == DT_STRTAB) strs = (const char *)d->d_un.d_ptr;
-            if (d->d_tag == DT_SONAME) soname = d->d_un.d_val;
-        }
-        if (strs && soname != SIZE_MAX && strcmp(strs + soname, a->name) == 0) return a->found = 1;
+    struct mt_dynamic dynamic = mt_dynamic(info);
+    const char *strs = NULL;
+    size_t soname = SIZE_MAX;
+    for (const ElfW(Dyn) *d = dynamic.dyn; d && d->d_tag != DT_NULL; d++) {
+        if (d->d_tag == DT_STRTAB) strs = mt_dynamic_ptr(dynamic, d->d_un.d_ptr);
+        if (d->d_tag == DT_SONAME) soname = d->d_un.d_val;
     }
+    if (strs && soname != SIZE_MAX && strcmp(strs + soname, a->name) == 0) return a->found = 1;
     return 0;
 }
 
-/* The directory of the object whose link map is map, in dir (PATH_MAX bytes); 0, or -1. */
+/* The directory of the object whose link map is map, in dir (PATH_MAX bytes), as the loader
+ * takes it: its name up to the last slash, a relative one from the working directory, the
+ * executable's from /proc/self/exe; 0, or -1. */
 static int origin(const struct link_map *map, char *dir)
 {
-    if (map->l_name && map->l_name[0]) {
-        if (!realpath(map->l_name, dir)) return -1;
+    size_t n = 0;
+    if (!map->l_name || !map->l_name[0]) {
+        ssize_t got = readlink("/proc/self/exe", dir, PATH_MAX - 1);
+        if (got <= 0) return -1;
+        n = (size_t)got;
     } else {
-        ssize_t n = readlink("/proc/self/exe", dir, PATH_MAX - 1);
-        if (n <= 0) return -1;
-        dir[n] = '\0';
+        if (map->l_name[0] != '/') {
+            if (!getcwd(dir, PATH_MAX)) return -1;
+            n = strlen(dir);
+            if (n + 1 >= PATH_MAX) return -1;
+            dir[n++] = '/';
+        }
+        size_t name = strlen(map->l_name);
+        if (n + name >= PATH_MAX) return -1;
+        memcpy(dir + n, map->l_name, name);
+        n += name;
     }
+    dir[n] = '\0';
     char *slash = strrchr(dir, '/');
     if (!slash) return -1;
     *(slash == dir ? slash + 1 : slash) = '\0';
@@ -103,8 +112,22 @@ static int listed(const Dl_serinfo *si, const char *dir)
     return 0;
 }
 
-/* The first directory of the caller's own search where file can be read, and file, in path; 0,
- * or -1 when there is none. */
+/* Whether path is an object this process can load: an ELF file of mtrace.so's own class, byte
+ * order and machine (the loader passes over the others and searches on). */
+static int loadable(const char *path, const ElfW(Ehdr) * own)
+{
+    ElfW(Ehdr) h;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, &h, sizeof h);
+    close(fd);
+    return n == (ssize_t)sizeof h && memcmp(h.e_ident, ELFMAG, SELFMAG) == 0 &&
+           h.e_ident[EI_CLASS] == own->e_ident[EI_CLASS] &&
+           h.e_ident[EI_DATA] == own->e_ident[EI_DATA] && h.e_machine == own->e_machine;
+}
+
+/* The first directory of the caller's own search that holds file as a loadable object, and
+ * file, in path; 0, or -1 when there is none. */
 static int search(const char *file, struct link_map *caller, char *path, size_t len)
 {
     Dl_info self;
@@ -121,7 +144,7 @@ static int search(const char *file, struct link_map *caller, char *path, size_t 
             if (!listed(ours, theirs->dls_serpath[i].dls_name)) last = i + 1;
         for (unsigned i = 0; rc != 0 && i < last; i++) {
             int n = snprintf(path, len, "%s/%s", theirs->dls_serpath[i].dls_name, file);
-            if (n > 0 && (size_t)n < len && access(path, R_OK) == 0) rc = 0;
+            if (n > 0 && (size_t)n < len && loadable(path, self.dli_fbase)) rc = 0;
         }
     }
     mt_mem_unmap(room, 2 * SERINFO_MAX);
@@ -130,15 +153,20 @@ static int search(const char *file, struct link_map *caller, char *path, size_t 
 
 const char *mt_dlopen_name(const char *file, const void *caller, char *path, size_t len)
 {
+    if (!file || !*file || getauxval(AT_SECURE)) return file;
     Dl_info info;
     struct link_map *map = NULL;
-    if (!file || !*file || !dladdr1(caller, &info, (void **)&map, RTLD_DL_LINKMAP) || !map)
-        return file;
-    if (strchr(file, '$')) {
-        char dir[PATH_MAX];
-        return origin(map, dir) == 0 && expand(file, dir, path, len) == 0 ? path : file;
+    /* a caller in no object is taken for the executable, as by the loader */
+    if (!dladdr1(caller, &info, (void **)&map, RTLD_DL_LINKMAP) || !map) map = _r_debug.r_map;
+    if (!map) return file;
+    if (strchr(file, '/')) {
+        if (!strchr(file, '$')) return file;
+        char *dir = mt_mem_map(PATH_MAX);
+        if (!dir) return file;
+        const char *as = origin(map, dir) == 0 && expand(file, dir, path, len) == 0 ? path : file;
+        mt_mem_unmap(dir, PATH_MAX);
+        return as;
     }
-    if (strchr(file, '/')) return file;
     struct answer a = {file, 0};
     dl_iterate_phdr(answers, &a);
     return !a.found && search(file, map, path, len) == 0 ? path : file;

@@ -8,23 +8,29 @@
  * its loader finds by its RUNPATH or $ORIGIN would not be found: the program would change.
  *
  * mt_dlopen_name(file, caller, path, len) gives the name that, passed to dlopen by any object,
- * loads what the object holding address `caller` would have loaded with `file`:
- * - a name some loaded object already answers to (its path, or its soname), or one with a slash
- *   and no '$': file itself, as dlopen finds those without a search;
- * - $ORIGIN or ${ORIGIN} in file: file with each replaced by the caller's directory, in path;
+ * loads what the object holding address `caller` would have loaded with `file` (an address in no
+ * object stands for the executable, as for the loader):
+ * - a name with a slash and no '$', or one some loaded object already answers to (its path, or
+ *   its soname): file itself, as dlopen finds those without a search;
+ * - a name with a slash and $ORIGIN or ${ORIGIN}: file with each replaced by the caller's
+ *   directory (its name up to the last slash, from the working directory when relative), in path;
  * - else the first directory of the caller's search list (dlinfo's RTLD_DI_SERINFO) up to the
  *   last that is the caller's own (not in mtrace.so's list: LD_LIBRARY_PATH and the default
- *   directories are everyone's) where file can be read: that directory and file, in path; and
- *   file itself when there is none, dlopen then searching the cache and the default directories
- *   as it would for the caller.
+ *   directories are everyone's) that holds file as an ELF object of this process's class and
+ *   machine: that directory and file, in path; and file itself when there is none, dlopen then
+ *   searching the cache and the default directories as it would for the caller;
+ * - in a secure-execution process (setuid, AT_SECURE), file itself.
  * Not reproduced: a caller in another namespace (dlmopen), whose dlopen loads there; the
  * executable's RPATH, which dlopen searches for a caller without RUNPATH, and so for the wrapper
- * too; other DSTs ($LIB, $PLATFORM), which do not depend on the caller.
+ * too; a name an object was loaded by that is neither its path nor its soname; the
+ * glibc-hwcaps subdirectories of each directory; a caller marked DF_1_NODEFLIB; a relative
+ * caller's directory when the working directory changed since it was loaded; other DSTs ($LIB,
+ * $PLATFORM), which do not depend on the caller.
  *
- * Contract: any thread but a hook (dladdr1, dlinfo and dl_iterate_phdr take the loader's locks;
- * realpath may allocate, through the hooks when recording). Returns file or path (len bytes, which
- * it may write to even when it returns file), never NULL when file is not. A name that does not
- * fit in path is not changed.
+ * Contract: any thread but a hook (dladdr1, dlinfo and dl_iterate_phdr take the loader's locks).
+ * No allocation: what it needs beyond the stack it maps. Returns file or path (len bytes, which it
+ * may write to even when it returns file), never NULL when file is not. A name that does not fit
+ * in path is not changed.
  */
 #ifndef MTRACE_DLOPEN_AS_H
 #define MTRACE_DLOPEN_AS_H
