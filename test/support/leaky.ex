@@ -1,8 +1,8 @@
 defmodule Mtrace.Test.Leaky do
   @moduledoc false
   # The test NIF (test/support/c_src/leaky.c): allocations from known, named C functions.
-  # alloc/2 also takes :enif_alloc, which is not among kinds/0: it reaches malloc only in a node
-  # started with +MRe false; and :cxx_widget, a C++ object with a vtable (leaky::Widget, its size
+  # alloc/2 also takes :enif_alloc, which is not among kinds/0: its blocks are the VM's, seen
+  # through the NIF API's hooks, not the malloc family's; and :cxx_widget, a C++ object with a vtable (leaky::Widget, its size
   # ignored).
 
   @on_load :load
