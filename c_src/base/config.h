@@ -5,8 +5,10 @@
  *   with the library) prints it into priv/mtrace-options.txt, which bin/mtrace --help, bin/bench
  *   and the tests read. A variable is added here and nowhere else in C.
  * - mt_config_load() is called once, from the recorder's first initialisation, before any
- *   record is made. It uses getenv, getauxval, sched_getaffinity and write(2) only: no malloc,
- *   no stdio, so it is safe on the hook path of the very first allocation.
+ *   record is made (or from the constructor of a copy that stays inert behind another
+ *   allocator, to know whether a report was asked for). It uses getenv, getauxval,
+ *   sched_getaffinity and write(2) only: no malloc, no stdio, so it is safe on the hook path of
+ *   the very first allocation.
  * - In secure-execution mode (setuid or setgid: AT_SECURE) the variables that name a file or a
  *   signal (MTRACE_REPORT, MTRACE_REPORT_SIGNAL, MTRACE_CSV, MTRACE_DEBUG_DIRS) are ignored,
  *   whatever their value, with one "mtrace:" line each: no file and no report is written on

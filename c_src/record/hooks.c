@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/config.h"
 #include "base/writer.h"
 #include "record/allocator.h"
 #include "record/bindings.h"
@@ -248,8 +249,11 @@ __attribute__((constructor)) static void start_if_interposing(void)
     mt_inert();
     /* preloaded for a report that cannot be: say why, once, in the process that would report */
     uintptr_t first = mt_behind_allocator();
-    const char *report = getenv("MTRACE_REPORT"), *pid = getenv("MTRACE_REPORT_PID");
-    if (!first || !report || (pid && strtol(pid, NULL, 10) != (long)getpid())) return;
+    if (!first) return;
+    mt_config_load();
+    if (!mt_config.report || strcmp(mt_config.report, "none") == 0 ||
+        (mt_config.report_pid && (pid_t)mt_config.report_pid != getpid()))
+        return;
     Dl_info info;
     const char *parts[] = {
         dladdr((void *)first, &info) && info.dli_fname && *info.dli_fname ? info.dli_fname
