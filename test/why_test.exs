@@ -269,13 +269,12 @@ defmodule Mtrace.WhyTest do
         Process.sleep(1100)
         {sites, info} = Mtrace.leaks_info(blocks: true)
         found = for s <- sites, do: Bitwise.bxor(s.address, m)
-        {Enum.count(masked, &(&1 in found)),
+        {Enum.map(masked, &(&1 in found)),
          Enum.map(masked, &Mtrace.why(Bitwise.bxor(&1, m))), info.vm_free_bytes}
         """)
 
       assert skipped > 0
-      assert Enum.count(whys, &is_nil/1) == lost, inspect(whys)
-      {lost, whys}
+      {lost_say_nil!(lost, whys), whys}
     end)
   end
 
@@ -745,13 +744,12 @@ defmodule Mtrace.WhyTest do
           found = for s <- Mtrace.leaks(blocks: true, min_age: 0), do: Bitwise.bxor(s.address, m)
           whys = Enum.map(masked, &Mtrace.why(Bitwise.bxor(&1, m)))
           Enum.each(losers, &send(&1, :stop))
-          {Enum.count(masked, &(&1 in found)), whys}
+          {Enum.map(masked, &(&1 in found)), whys}
           """,
           [{"LD_PRELOAD", mtrace_so()}, {"ERL_AFLAGS", "+MBe false"}]
         )
 
-      assert Enum.count(whys, &is_nil/1) == lost, inspect(whys)
-      {lost, whys}
+      {lost_say_nil!(lost, whys), whys}
     end)
   end
 
@@ -765,14 +763,21 @@ defmodule Mtrace.WhyTest do
           """
           masked = for _ <- 1..3, do: #{lose}
           found = for s <- Mtrace.leaks(blocks: true, min_age: 0), do: Bitwise.bxor(s.address, m)
-          {Enum.count(masked, &(&1 in found)), Enum.map(masked, &Mtrace.why(Bitwise.bxor(&1, m)))}
+          {Enum.map(masked, &(&1 in found)), Enum.map(masked, &Mtrace.why(Bitwise.bxor(&1, m)))}
           """,
           env
         )
 
-      assert Enum.count(whys, &is_nil/1) == lost, inspect(whys)
-      {lost, whys}
+      {lost_say_nil!(lost, whys), whys}
     end)
+  end
+
+  # How many blocks leaks/1 found (found: a flag a block), each of which why/2 says nothing keeps.
+  # A block kept at leaks/1's mark may be lost at why/2's, its stale holder gone between them: a
+  # nil for a block not found is no defect.
+  defp lost_say_nil!(found, whys) do
+    for {true, why} <- Enum.zip(found, whys), do: assert(why == nil, inspect(whys))
+    Enum.count(found, & &1)
   end
 
   # Three blocks lost by the call `lose` are each still held by the word it planted, in memory
