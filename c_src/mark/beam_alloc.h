@@ -6,14 +6,12 @@
  * - the free lists of fix_alloc, which hands out the VM's fixed-size structs (a Process, a
  *   monitor, a link, a thread queue element, a timer...) and keeps the ones freed on a list a
  *   type, up to 1000 each, for the next of that type: only a block's first word, the list's link,
- *   is written (bin/demo in Debian 13's image lost a C++ buffer, twice in some 500 runs, through
- *   the first carrier of an allocator whose state lies beside fix_alloc's, most likely this);
+ *   is written, and the rest keeps the freed struct's words;
  * - each instance's delayed-dealloc queue: a block that another thread frees is queued to the
  *   instance that allocated it, which frees it when it next runs (a scheduler asleep may not for
  *   long), the link and the block's type in its first two words: in a busy node, process heaps
- *   emptied by a collection elsewhere, their references to binaries freed since (in Debian 13's
- *   image, bin/demo lost a C++ buffer to such a reference, a BinRef moved out of a heap, in a
- *   block of an eheap_alloc carrier; a busy node of OTP 25 queued up to a megabyte).
+ *   emptied by a collection elsewhere, their references to binaries freed since (a BinRef moved
+ *   out of a heap, in a block of an eheap_alloc carrier); a busy node's queues can grow large.
  *
  * Each allocator's instances (one a scheduler, one shared, and the dirty ones) are in
  * erts_allctr_thr_spec, exported by beam.smp, each an Allctr_t (OTP 25 to 27):

@@ -22,10 +22,10 @@
  * not agree so is not learnt, and nothing is left out.
  *
  * Each of the VM's two tables, erts_proc and erts_port (found by the port limit), keeps beside its
- * entries a list of the ids it hands out next: one 32-bit number an entry, never a pointer. Two
- * of them side by side read as one word, and with a process limit of 262144 the list holds
- * pairs such as (n, n + 4096) for nearly every 18-bit n: a thread arena whose address has high half
- * h is pointed into at offset h - 4096 (bin/demo's last C++ buffer was kept so, 2 runs in 1100).
+ * entries a list of the ids it hands out next: one 32-bit number an entry, never a pointer. Two of
+ * them side by side read as one word, and with a process limit of 262144 the list holds pairs such
+ * as (n, n + 4096) for nearly every 18-bit n: a thread arena whose address has high half h is
+ * pointed into at offset h - 4096.
  *
  * Contract
  * - mt_beam_heaps_learn(): from a NIF on a normal scheduler, the threads going: dlsym and

@@ -122,9 +122,8 @@ int mt_layout_matchstate(const uintptr_t *w, size_t n);
  * end) and orig (the BinRef or heap bitstring's term: boxed, low bits 2). As in OTP 25's match
  * state, base never keeps anything: orig keeps the binary, and the collector remakes base from
  * it. Dead ones lie in the garbage of process heaps, their base pointing into whatever malloc
- * gave the freed binary's chunk to (bin/demo in Debian 13's image kept a lost C++ buffer so). The
- * same thing word is an OTP 25 heap binary of 17 to 24 bytes, whose next word, its size, is no
- * pointer. */
+ * gave the freed binary's chunk to. The same thing word is an OTP 25 heap binary of 17 to 24
+ * bytes, whose next word, its size, is no pointer. */
 #define MT_SUBBITS_HEADER 0x124
 #define MT_SUBBITS_WORDS 5
 int mt_layout_subbits(const uintptr_t *w, size_t n);
@@ -134,12 +133,11 @@ int mt_layout_subbits(const uintptr_t *w, size_t n);
  * heap bitstring of OTP 27 that replaced it (ErlHeapBits): the same with MT_HEAPBITS_SUBTAG and
  * the size in bits (1 to 512). The VM writes the last data word only as far as the size: the
  * bytes after it keep what the memory held, the high bytes of a stale pointer as often as not,
- * which the data's last byte turns into an address inside the same block (bench/stale.exs: a
- * module's literal "lib/supervisor.ex" kept a lost block; in Debian 13, a literal's "--no-start",
- * "rt" and six bytes of an address's high half, kept a C++ buffer). Returns how many of the last
- * word's bytes are data (1 to 7), its index in *last; 0 when the n words at w are neither or the
- * last word is all data. In OTP 25 and 26 the bitstring's thing word is a ProcBin's, which
- * agrees with its size only from 193 to 256 bytes: then the word masked is its flags. */
+ * which the data's last byte turns into an address inside the same block (bench/stale.exs finds
+ * lost blocks kept so). Returns how many of the last word's bytes are data (1 to 7), its index in
+ * *last; 0 when the n words at w are neither or the last word is all data. In OTP 25 and 26 the
+ * bitstring's thing word is a ProcBin's, which agrees with its size only from 193 to 256 bytes:
+ * then the word masked is its flags. */
 #define MT_HEAPBIN_SUBTAG 0x24
 #define MT_HEAPBITS_SUBTAG 0x20
 unsigned mt_layout_heapbin(const uintptr_t *w, size_t n, size_t *last);
@@ -149,9 +147,9 @@ unsigned mt_layout_heapbin(const uintptr_t *w, size_t n, size_t *last);
  * low bytes are the fun's arity and its number of free variables, then its creator (a local pid,
  * a remote pid's box, or the atom external) and the free variables. The VM writes those two
  * bytes only: the word's other six keep what the memory held, the high bytes of a stale pointer
- * as often as not (a lost C++ buffer was kept so, in bin/demo). Returns whether the n words at w
- * start such a fun; its word MT_FUN_PADDED is then data in its low two bytes only (MT_FUN_DATA).
- * OTP 27's funs have no such word, and no header equal to this one. */
+ * as often as not. Returns whether the n words at w start such a fun; its word MT_FUN_PADDED is
+ * then data in its low two bytes only (MT_FUN_DATA). OTP 27's funs have no such word, and no header
+ * equal to this one. */
 #define MT_FUN_HEADER 0xD4
 #define MT_FUN_PADDED 3
 #define MT_FUN_DATA ((uintptr_t)0xFFFF)
@@ -161,13 +159,13 @@ int mt_layout_fun(const uintptr_t *w, size_t n);
  * index, then len | latin1_chars << 16 | ord0 << 32 (its name's first bytes, c0 << 23 | c1 << 15
  * | c2 << 7 | c3 >> 1), and its name. The index is an int: the word's four high bytes are
  * padding, which keeps what the memory held before the atom was made, an old pointer's high half
- * as often as not; with an index in the low half it can make an address (in bin/demo, atom
- * 0x4300 and a stale 0x7F1F made 0x7F1F00004300, a lost buffer's). mt_layout_atom(): the name's
- * length when the n words at w can be an atom (a hash value below 2^28, a length of 1 to 1020 bytes
- * that its latin1_chars agrees with, a name that starts with a printable character), else 0.
- * mt_layout_atom_named(): whether its name, read, is the atom's (the atom table's hash of it,
- * hashpjw with OTP's latin1 rule, is the hash value, and its first bytes are ord0's); its word
- * MT_ATOM_INDEX is then data in its low four bytes only (MT_ATOM_INDEX_DATA). */
+ * as often as not; with an index in the low half it can make an address (atom 0x4300 under a
+ * stale 0x7F1F reads 0x7F1F00004300). mt_layout_atom(): the name's length when the n words at w can
+ * be an atom (a hash value below 2^28, a length of 1 to 1020 bytes that its latin1_chars agrees
+ * with, a name that starts with a printable character), else 0. mt_layout_atom_named(): whether its
+ * name, read, is the atom's (the atom table's hash of it, hashpjw with OTP's latin1 rule, is the
+ * hash value, and its first bytes are ord0's); its word MT_ATOM_INDEX is then data in its low four
+ * bytes only (MT_ATOM_INDEX_DATA). */
 #define MT_ATOM_WORDS 5
 #define MT_ATOM_INDEX 2
 #define MT_ATOM_NAME_MAX 1020
@@ -227,12 +225,11 @@ int mt_layout_is_text(const void *p, size_t len);
  * | largestUnusedArea << 32, searchStart | searchEnd << 32, usedBitVector, stopBitVector}. Its two
  * bit vectors, of areaSize bits each, are one malloc of twice areaSize / 8 bytes, which asmjit
  * zeroes to that size: bits, never pointers, and the chunk's last word past them (glibc's
- * rounding, read in a block without a record) keeps what the chunk held (one kept a lost buffer
- * of bin/demo's attach, in a node of OTP 25, so). OTP 27's asmjit makes them part of the block's
- * own malloc. mt_layout_jit_bits(): for the MT_JITB_WORDS words at w, the bytes of each vector
- * (areaSize / 8) when they are such a block: areaSize a multiple of 64, blockSize areaSize
- * units of a power of two from 16 to 64 KiB, the counts and the search range within the area,
- * and stopBitVector that many bytes past usedBitVector; else 0. */
+ * rounding, read in a block without a record) keeps what the chunk held. OTP 27's asmjit makes them
+ * part of the block's own malloc. mt_layout_jit_bits(): for the MT_JITB_WORDS words at w, the bytes
+ * of each vector (areaSize / 8) when they are such a block: areaSize a multiple of 64, blockSize
+ * areaSize units of a power of two from 16 to 64 KiB, the counts and the search range within the
+ * area, and stopBitVector that many bytes past usedBitVector; else 0. */
 #define MT_JITB_WORDS 13
 #define MT_JITB_USED 11 /* the word of usedBitVector, stopBitVector's after it */
 size_t mt_layout_jit_bits(const uintptr_t *w);

@@ -385,7 +385,7 @@ static int binary_head(struct ctx *c, uintptr_t v, uintptr_t *head, size_t n, si
  * its thing word): val lies in a block, and that block holds no live Binary there any more. The
  * VM leaves dead ones in the garbage and free space of its carriers; once the Binary is freed its
  * chunk goes to the next malloc (whole, or as part of a larger chunk), and a NIF's block lost there
- * read as kept (bench/stale.exs: most of the lost blocks a scan missed). A live Binary is a block
+ * read as kept (bench/stale.exs: the commonest stale word). A live Binary is a block
  * of its own with +MBe false, or lies inside a carrier the VM took from malloc. */
 static int dead_procbin(struct ctx *c, const uintptr_t *w, size_t k)
 {
@@ -1439,10 +1439,10 @@ int mt_reach_needs_walk(int after_reset)
 
 /* Stops the world with glibc's arena locks free and its structures whole: a thread stopped
  * inside malloc may have left them half written, and is let go on for a moment (at most
- * WALK_TRIES times while an arena is locked or a free of an mmapped chunk is half done, about
- * 0.5 s in all; half as many, about 70 ms, while a structure does not validate, which a walk
- * refused for good also costs: with a tenth, 5 tries 1 ms apart, a BEAM storm on two loaded
- * cores still had leaks/1 refused once, in the Debian 13 image). */
+ * WALK_TRIES times while an arena is locked or a free of an mmapped chunk is half done; half as
+ * many while a structure does not validate, which a walk refused for good also costs). The pauses
+ * grow, so that a lock holder waiting for a core on a loaded machine gets one: a few short tries
+ * still leave a busy BEAM's walk refused. */
 static int stop_and_walk(struct ctx *c, struct mt_world *world, struct mt_heap *heap, int walk)
 {
     for (int tries = 0;; tries++) {

@@ -7,17 +7,15 @@
  * whole window after them, so windows never leave their lane. A tag is EMPTY, BUSY (owned by one
  * thread) or a 2..255 fingerprint of the address.
  *
- * Why lanes: with one shared array, two threads allocating at once both wrote tag lines all over
- * it, and every such line moved between the cores (bench/mbench, two threads, frame pointers:
- * 1.84x untraced; with a lane per CPU, 1.50x). A lane per thread instead would make each thread's
- * share of the table a fraction of it, and a free from another thread would have to search every
- * lane. A region's lane is a function of the address, so a free looks in one place whichever
+ * Why lanes: with one shared array, two threads allocating at once both write tag lines all over
+ * it, and every such line moves between the cores. A lane per thread instead would make each
+ * thread's share of the table a fraction of it, and a free from another thread would have to search
+ * every lane. A region's lane is a function of the address, so a free looks in one place whichever
  * thread makes it, and one thread with a large heap (many regions) still uses every lane. A region
  * that fills its window in its lane is spread: its new records go by hash over every lane, so one
- * busy region still has the whole table. Before, it spilled into one group of each other lane, and
- * once its lane was full every insert and free looked through all of them (one thread, 3000 live
- * blocks in 4096 slots: 1.60x untraced without lanes, 1.91x so, 1.80x spread; the rest is the
- * second lane a spread region's stale records and frees are looked for in). The region's word is
+ * busy region still has the whole table. Spilling into one group of each other lane instead would
+ * make every insert and free look through all of them once its lane was full; spread, it pays for
+ * one second lane, where its stale records and its frees are looked for. The region's word is
  * looked up in a small map, remembered per thread for its last region.
  *
  * Most records live in their home group. Each group counts its spills: the records whose home it
@@ -30,13 +28,12 @@
  * A sparse table (one whose frees mostly find no record: sampling) also keeps a census, its
  * records counted by 4096 buckets of their hashes (table.h). With few records nearly every bucket
  * is zero, so the free hook's check is a load from a hot array and a branch predicted right,
- * where a look at the home group is a call and a load that misses the L1 cache (it took sampling
- * from 1.10x to 1.08x on one thread). Fewer buckets fail: at 16, one free in five found its bucket
- * taken, and the mispredicted branch cost what the look had; at 256, sampling a 2 GB heap (4000
- * records) left no bucket empty, and every free looked at the slots (1.12x; 1.08x with 4096). At
- * 16384 the census no longer stays in the cache, and gained nothing. Like a spill count, a bucket
- * is raised before its record is written and lowered after it is removed, so it is never below the
- * truth.
+ * where a look at the home group is a call and a load that misses the L1 cache. Fewer buckets
+ * fail: with 16, so many frees find their bucket taken that the mispredicted branch costs what the
+ * look would; with 256, a sampled heap of a few GB (thousands of records) leaves no bucket empty,
+ * and every free looks at the slots. At 16384 the census no longer stays in the cache. Like a
+ * spill count, a bucket is raised before its record is written and lowered after it is removed,
+ * so it is never below the truth.
  *
  * The address field is the only one read outside ownership (atomically), to skip candidates that
  * merely share a fingerprint without taking them; it is written last on insert so that a record
@@ -159,11 +156,10 @@ static size_t page_up(size_t n, size_t page)
 int mt_table_init(size_t slots, size_t slots_max, int sparse, unsigned want_lanes)
 {
     /* A lane starts on a tag line of its own (4 groups) and holds at least 2048 slots: a region
-     * whose live set outgrows its lane is spread, which costs it a second lane to look in (one
-     * thread, 1000 live blocks, 4096 slots cut in 8 lanes of 512: 1.44x untraced to 1.66x). A
-     * sparse table is written too rarely for lanes to pay: they would only make a full table's
-     * lookups longer (sampling a 2 GB heap in 4096 slots ran 22% slower with two lanes). Every
-     * generation has the lanes of the first: a region's lane is for life. */
+     * whose live set outgrows its lane is spread, which costs it a second lane to look in, and
+     * small lanes spread even a small live set. A sparse table is written too rarely for lanes to
+     * pay: they would only make a full table's lookups longer. Every generation has the lanes of
+     * the first: a region's lane is for life. */
     lanes = sparse || want_lanes < 1          ? 1
             : want_lanes > MT_TABLE_LANES_MAX ? MT_TABLE_LANES_MAX
                                               : want_lanes;
@@ -540,9 +536,8 @@ static int store_in_lane(struct gen *c, unsigned k, uint64_t h, uint8_t t, const
 }
 
 /* Stores v (hash h, its region's word) in a free slot of c, as store_in() answers. A spread
- * region's record may go to its second lane when its first is full: without it, one region
- * leaking 1M blocks in 1.25M slots filled its own lane and lost 100,000 to 190,000 records, where
- * a table without lanes lost none. */
+ * region's record may go to its second lane when its first is full: without it, a region that
+ * leaks fills its own lane and drops records while the rest of the table has room. */
 static int store(struct gen *c, uint64_t h, uint64_t word, uint8_t t, const struct slot *v)
 {
     unsigned first, second;
