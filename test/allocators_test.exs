@@ -110,6 +110,14 @@ defmodule Mtrace.AllocatorsTest do
     refute File.exists?(report)
   end
 
+  test "behind a library preloaded first that forwards the malloc family, as tracers do, a program runs as without mtrace" do
+    # forward.so's malloc calls the next one, mtrace's, which must forward onwards, not back
+    program = Path.join(@bin, "allocators-glibc")
+    {plain, 0} = run(program, ["4"])
+    preload = Enum.map_join(["forward.so", "../../../priv/mtrace.so"], " ", &Path.join(@bin, &1))
+    assert run(program, ["4"], [{"LD_PRELOAD", preload}]) == {plain, 0}
+  end
+
   @tag :tmp_dir
   test "redis-server (jemalloc) serves redis-benchmark under mtrace, shuts down cleanly and writes its report",
        %{tmp_dir: dir} do

@@ -26,6 +26,7 @@ struct mt_real mt_real = {.malloc = __libc_malloc,
                           .memalign = __libc_memalign,
                           .valloc = __libc_valloc,
                           .pvalloc = __libc_pvalloc,
+                          .copy_malloc = __libc_malloc,
                           .name = "glibc"};
 int mt_real_resolved;
 static __thread int resolving;
@@ -107,34 +108,6 @@ static void *realloc_array(void *p, size_t count, size_t n)
     return mt_real.realloc(p, bytes);
 }
 
-/* The function of this name the loader binds every library to, when an object ahead of this copy
- * defines malloc: its own, or the next one after this copy's hook (glibc's), as without mtrace. */
-static void *ahead(const char *name, const void *self_base)
-{
-    void *fn = (void *)mt_definition(name, NULL);
-    Dl_info info;
-    if (!fn || (dladdr(fn, &info) && info.dli_fbase == self_base)) fn = dlsym(RTLD_NEXT, name);
-    return fn;
-}
-
-static struct mt_real behind(void *m)
-{
-    Dl_info self, info;
-    const void *self_base = dladdr((void *)mt_real_resolve, &self) ? self.dli_fbase : NULL;
-    struct mt_real r = {.foreign = 1, .malloc = m};
-    r.name = dladdr(m, &info) && info.dli_fname && *info.dli_fname ? info.dli_fname : "the program";
-    r.calloc = ahead("calloc", self_base);
-    r.realloc = ahead("realloc", self_base);
-    r.free = ahead("free", self_base);
-    r.memalign = ahead("memalign", self_base);
-    r.posix_memalign = ahead("posix_memalign", self_base);
-    r.aligned_alloc = ahead("aligned_alloc", self_base);
-    r.valloc = ahead("valloc", self_base);
-    r.pvalloc = ahead("pvalloc", self_base);
-    r.reallocarray = ahead("reallocarray", self_base);
-    return r;
-}
-
 /* The allocator that follows this copy in lookup order (dlsym(RTLD_NEXT)), whole, or glibc's. */
 static struct mt_real following(void)
 {
@@ -180,8 +153,12 @@ void mt_real_resolve(void)
 {
     int e = errno;
     resolving = 1;
+    struct mt_real r = following();
+    /* glibc's strdup would call the malloc every library is bound to: an object's ahead of this
+     * copy, whose hooks are then reached only through that object's own forwarding */
     void *first = (void *)mt_behind_allocator();
-    mt_real = first ? behind(first) : following();
+    r.copy_malloc = first ? (void *(*)(size_t))first : r.malloc;
+    mt_real = r;
     __atomic_store_n(&mt_real_resolved, 1, __ATOMIC_RELEASE);
     resolving = 0;
     errno = e;

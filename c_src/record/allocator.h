@@ -7,9 +7,11 @@
  * every hook forwards to that one allocator, and a function it does not define (jemalloc has no
  * pvalloc, and no allocator but glibc has reallocarray's glibc entry) is made from the ones it
  * does, never taken from glibc. When an object ahead of mtrace in load order defines malloc (an
- * executable linked with its own allocator, or a library preloaded before mtrace), the loader
- * binds every library to it, and the hooks reached (those it does not define: strdup's, say)
- * forward to the function each name is bound to without mtrace: that object's, else glibc's.
+ * executable linked with its own allocator, or a library preloaded before mtrace, which may
+ * itself forward to the next malloc: memusage, heaptrack), the loader binds every library to it:
+ * a hook is then reached for a name that object does not define, or through its forwarding, and
+ * forwards to the next definition as ever; only strdup's copy (copy_malloc) comes from the malloc
+ * every library is bound to, as glibc's strdup would.
  *
  * Contract
  * - mt_real is resolved on the first call of any hook (mt_real_ready() says whether it is), by
@@ -38,6 +40,7 @@ struct mt_real {
     void *(*valloc)(size_t);
     void *(*pvalloc)(size_t);
     void *(*reallocarray)(void *, size_t, size_t);
+    void *(*copy_malloc)(size_t); /* strdup's and strndup's: the malloc the process binds */
     int foreign;
     const char *name; /* the defining object's path, when foreign; else "glibc" */
 };

@@ -91,7 +91,7 @@ uintptr_t mt_definition(const char *name, uintptr_t *base)
 
 /* Where in load order the first definer of malloc, this copy and libc lie. */
 struct order {
-    uintptr_t first, self, libc; /* the definer's load bias; an address in this copy, in libc */
+    uintptr_t first, self, libc; /* an address in the definer, in this copy, in libc */
     int seen_first, seen_self, behind;
 };
 
@@ -110,12 +110,12 @@ static int load_order(struct dl_phdr_info *info, size_t size, void *arg)
     (void)size;
     struct order *o = arg;
     if (holds(info, o->self)) {
-        if (info->dlpi_addr == o->first) return 1; /* this copy is the process's malloc */
+        if (holds(info, o->first)) return 1; /* this copy is the process's malloc */
         o->seen_self = 1;
     } else if (holds(info, o->libc)) {
         o->behind = o->seen_first && o->seen_self;
         return 1;
-    } else if (info->dlpi_addr == o->first && !o->seen_self) {
+    } else if (holds(info, o->first) && !o->seen_self) {
         o->seen_first = 1;
     }
     return 0;
@@ -123,9 +123,9 @@ static int load_order(struct dl_phdr_info *info, size_t size, void *arg)
 
 uintptr_t mt_behind_allocator(void)
 {
-    struct order o = {0, (uintptr_t)mt_behind_allocator, (uintptr_t)gnu_get_libc_version, 0, 0, 0};
-    uintptr_t at = mt_definition("malloc", &o.first);
+    uintptr_t at = mt_definition("malloc", NULL);
     if (!at) return 0;
+    struct order o = {at, (uintptr_t)mt_behind_allocator, (uintptr_t)gnu_get_libc_version, 0, 0, 0};
     dl_iterate_phdr(load_order, &o);
     return o.behind ? at : 0;
 }

@@ -37,13 +37,22 @@ MT_FOR_EACH_HOOK(OWN)
 #define FUNCTION(hook, kind) [kind] = (void *)own_##hook,
 void *const mt_hook_functions[] = {MT_FOR_EACH_HOOK(FUNCTION)};
 
+/* Which allocator is the process's, and whether this copy records: a hook reached before the
+ * constructor ran (from another object's constructor) must not start the recorder in a copy that
+ * is not the process's malloc (one behind an allocator ahead of it, whose frees it never sees). */
+__attribute__((noinline, cold)) static void resolve(void)
+{
+    if (!mt_interposing() && !mt_active()) mt_inert();
+    mt_real_resolve();
+}
+
 /* Before the first call reaches the allocator, which one it is; a call made while this thread
  * finds out (dlsym's own) gets `boot` instead. */
 #define RESOLVED(boot)                                                                             \
     do {                                                                                           \
         if (__builtin_expect(!mt_real_ready(), 0)) {                                               \
             if (mt_real_resolving()) return boot;                                                  \
-            mt_real_resolve();                                                                     \
+            resolve();                                                                             \
         }                                                                                          \
     } while (0)
 
@@ -198,7 +207,7 @@ EXPORT void *pvalloc(size_t n)
 
 static char *copy(const char *s, size_t len)
 {
-    char *p = mt_real.malloc(len + 1);
+    char *p = mt_real.copy_malloc(len + 1);
     if (p) {
         memcpy(p, s, len);
         p[len] = '\0';
