@@ -249,8 +249,7 @@ static void rewrite_all(void)
     dl_iterate_phdr(patch_object, NULL);
 }
 
-/* The caller's dlopen, as its own: the name it gives is searched as it would be (dlopen_as.h);
- * what that finds and cannot load is looked for by the name it gave. */
+/* The caller's dlopen, as its own: the name it gives is searched as it would be (dlopen_as.h). */
 static void *attached_dlopen(const char *file, int mode)
 {
     void *(*real)(const char *, int) = (void *(*)(const char *, int))dlopen_original;

@@ -112,21 +112,22 @@ static int listed(const Dl_serinfo *si, const char *dir)
     return 0;
 }
 
-/* Whether path is an object this process can load: an ELF file of mtrace.so's own class, byte
- * order and machine (the loader passes over the others and searches on). */
-static int loadable(const char *path, const ElfW(Ehdr) * own)
+/* Whether the loader's search stops at path, as glibc's open_verify decides: it goes on past a
+ * file it cannot open and an ELF object of another class or machine than this process's (read
+ * from mtrace.so's own header), and stops at anything else, to load it or to fail on it (a file
+ * too short, no ELF header, another byte order). */
+static int stops_search(const char *path, const ElfW(Ehdr) * own)
 {
     ElfW(Ehdr) h;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return 0;
     ssize_t n = read(fd, &h, sizeof h);
     close(fd);
-    return n == (ssize_t)sizeof h && memcmp(h.e_ident, ELFMAG, SELFMAG) == 0 &&
-           h.e_ident[EI_CLASS] == own->e_ident[EI_CLASS] &&
-           h.e_ident[EI_DATA] == own->e_ident[EI_DATA] && h.e_machine == own->e_machine;
+    if (n != (ssize_t)sizeof h || memcmp(h.e_ident, ELFMAG, SELFMAG) != 0) return 1;
+    return h.e_ident[EI_CLASS] == own->e_ident[EI_CLASS] && h.e_machine == own->e_machine;
 }
 
-/* The first directory of the caller's own search that holds file as a loadable object, and
+/* The first directory of the caller's own search where the loader's search for file stops, and
  * file, in path; 0, or -1 when there is none. */
 static int search(const char *file, struct link_map *caller, char *path, size_t len)
 {
@@ -144,7 +145,7 @@ static int search(const char *file, struct link_map *caller, char *path, size_t 
             if (!listed(ours, theirs->dls_serpath[i].dls_name)) last = i + 1;
         for (unsigned i = 0; rc != 0 && i < last; i++) {
             int n = snprintf(path, len, "%s/%s", theirs->dls_serpath[i].dls_name, file);
-            if (n > 0 && (size_t)n < len && loadable(path, self.dli_fbase)) rc = 0;
+            if (n > 0 && (size_t)n < len && stops_search(path, self.dli_fbase)) rc = 0;
         }
     }
     mt_mem_unmap(room, 2 * SERINFO_MAX);
@@ -153,14 +154,15 @@ static int search(const char *file, struct link_map *caller, char *path, size_t 
 
 const char *mt_dlopen_name(const char *file, const void *caller, char *path, size_t len)
 {
-    if (!file || !*file || getauxval(AT_SECURE)) return file;
+    if (!file || !*file) return file;
     Dl_info info;
     struct link_map *map = NULL;
     /* a caller in no object is taken for the executable, as by the loader */
     if (!dladdr1(caller, &info, (void **)&map, RTLD_DL_LINKMAP) || !map) map = _r_debug.r_map;
     if (!map) return file;
     if (strchr(file, '/')) {
-        if (!strchr(file, '$')) return file;
+        /* a secure-execution process expands $ORIGIN only into trusted directories */
+        if (!strchr(file, '$') || getauxval(AT_SECURE)) return file;
         char *dir = mt_mem_map(PATH_MAX);
         if (!dir) return file;
         const char *as = origin(map, dir) == 0 && expand(file, dir, path, len) == 0 ? path : file;

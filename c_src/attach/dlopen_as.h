@@ -16,16 +16,20 @@
  *   directory (its name up to the last slash, from the working directory when relative), in path;
  * - else the first directory of the caller's search list (dlinfo's RTLD_DI_SERINFO) up to the
  *   last that is the caller's own (not in mtrace.so's list: LD_LIBRARY_PATH and the default
- *   directories are everyone's) that holds file as an ELF object of this process's class and
- *   machine: that directory and file, in path; and file itself when there is none, dlopen then
- *   searching the cache and the default directories as it would for the caller;
- * - in a secure-execution process (setuid, AT_SECURE), file itself.
+ *   directories are everyone's) where the loader's search would stop (a file it can open that is
+ *   not an ELF object of another class or machine: it loads it, or fails on it): that directory
+ *   and file, in path; and file itself when there is none, dlopen then searching the cache and
+ *   the default directories as it would for the caller.
+ * In a secure-execution process (setuid, AT_SECURE), a name with $ORIGIN is passed as given.
  * Not reproduced: a caller in another namespace (dlmopen), whose dlopen loads there; the
  * executable's RPATH, which dlopen searches for a caller without RUNPATH, and so for the wrapper
- * too; a name an object was loaded by that is neither its path nor its soname; the
+ * too; a name an object was loaded by that is neither its path nor its soname (an object without
+ * a soname that this wrapper loaded by its path answers later only to that path); the
  * glibc-hwcaps subdirectories of each directory; a caller marked DF_1_NODEFLIB; a relative
  * caller's directory when the working directory changed since it was loaded; other DSTs ($LIB,
- * $PLATFORM), which do not depend on the caller.
+ * $PLATFORM), which do not depend on the caller. Where the caller's directory cannot be known
+ * (its name relative and the working directory gone, no /proc, a name past PATH_MAX), a name
+ * with $ORIGIN is passed as given.
  *
  * Contract: any thread but a hook (dladdr1, dlinfo and dl_iterate_phdr take the loader's locks).
  * No allocation: what it needs beyond the stack it maps. Returns file or path (len bytes, which it
