@@ -301,7 +301,9 @@ defmodule Mtrace do
 
   @doc """
   Why the live block at `address` (or the one holding it) is kept: the shortest chain of
-  pointers from a root to it, as a `Mtrace.Path`, or `nil` when the block is lost.
+  pointers from a root to it, as a `Mtrace.Path`, or `nil` when the block is lost definitely. A
+  possibly lost block (`Mtrace.Site`'s `:certainty`) answers the word a rule discounted that
+  points to it (a path whose root is `kind: :discounted`, with the rule).
 
   The mark of `leaks/1` is made again, as a breadth-first search that notes, for each block it
   reaches, what pointed to it first: a library's static data (named by its variable), a thread's

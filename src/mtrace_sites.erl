@@ -364,6 +364,8 @@ root({altstack, {Tid, Name}}, _) ->
     #{kind => altstack, thread => Tid, thread_name => Name};
 root({lost}, _) ->
     #{kind => lost};
+root({discounted, Rule, Holder}, _) ->
+    #{kind => discounted, rule => Rule, address => Holder};
 root({mapping, Via, Lo, Hi, <<>>, Allocator}, _) ->
     maps:merge(#{kind => vm, address => Via, name => nil, allocator => Allocator},
                mapping_place(Via, Lo, Hi));

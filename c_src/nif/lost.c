@@ -417,8 +417,27 @@ static ERL_NIF_TERM path_of(ErlNifEnv *env, const struct mt_reach *r, size_t i)
     return result;
 }
 
-/* why(address) -> path_of() the block that holds address; nil for a lost block; not_a_block; or
- * leaks()'s refusals. */
+/* A possibly lost block's answer to why/2: {{discounted, rule, holder}, [the block]}, as path_of()
+ * gives a chain: the word a rule discounted that points into it (or into a lost block that
+ * reaches it: certainty()), which may be a reference after all. */
+static ERL_NIF_TERM discounted_of(ErlNifEnv *env, const struct mt_reach *r, size_t i)
+{
+    const struct mt_record *b = &r->snap.rec[i];
+    ERL_NIF_TERM root[3] = {enif_make_atom(env, "discounted"),
+                            enif_make_atom(env, mt_rules[r->rule[i]].name),
+                            enif_make_uint64(env, r->rule_at[i])};
+    ERL_NIF_TERM link[4] = {enif_make_uint64(env, b->addr), enif_make_uint64(env, b->size),
+                            b->stack == MT_SNAPSHOT_UNRECORDED ? mt_atom_nil
+                                                               : enif_make_uint64(env, b->stack),
+                            mt_atom_nil};
+    ERL_NIF_TERM block = enif_make_tuple_from_array(env, link, 4);
+    ERL_NIF_TERM pair[2] = {enif_make_tuple_from_array(env, root, 3),
+                            enif_make_list_from_array(env, &block, 1)};
+    return enif_make_tuple_from_array(env, pair, 2);
+}
+
+/* why(address) -> path_of() the block that holds address; discounted_of() a possibly lost one;
+ * nil for a block lost definitely; not_a_block; or leaks()'s refusals. */
 ERL_NIF_TERM mt_nif_why(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     ErlNifUInt64 addr;
@@ -440,8 +459,9 @@ ERL_NIF_TERM mt_nif_why(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     if (!result) {
         size_t i = mt_snapshot_find(&r.snap, masked ^ MT_REACH_MASK);
         result = i == MT_SNAPSHOT_NONE              ? enif_make_atom(env, "not_a_block")
-                 : r.state[i] != MT_REACH_REACHABLE ? mt_atom_nil
-                                                    : path_of(env, &r, i);
+                 : r.state[i] == MT_REACH_REACHABLE ? path_of(env, &r, i)
+                 : r.rule[i]                        ? discounted_of(env, &r, i)
+                                                    : mt_atom_nil;
     }
     mt_reach_drop(&r);
     mt_guard_release();

@@ -37,6 +37,10 @@ defmodule Mtrace.Path do
         (`{start, end}`) and `:address`.
       * `:other` - any other mapping (a file mapped writable, shared memory): `:name` (its path
         as `/proc/self/maps` gives it), `:offset`, `:mapping` and `:address`.
+      * `:discounted` - a possibly lost block's (`Mtrace.Site`'s `:certainty`): the word at
+        `:address` that a rule discounted as no pointer (`:rule`, as `docs/rules.md` names it),
+        which points into the block, or into a lost block that reaches it; `:links` is the
+        block alone. The word may be a reference after all: look at what holds it.
       * `:lost` - nothing: the chain of a lost block (`Mtrace.leaks/1` with `why: true`) starts
         at the lost block that no other block points to (a direct one), and follows the lost
         blocks that lead to it.
@@ -52,7 +56,8 @@ defmodule Mtrace.Path do
 
   defstruct root: %{}, links: []
 
-  @type kind :: :static | :stack | :tls | :register | :altstack | :vm | :other | :lost
+  @type kind ::
+          :static | :stack | :tls | :register | :altstack | :vm | :other | :discounted | :lost
 
   @type root :: %{
           required(:kind) => kind(),
@@ -64,6 +69,7 @@ defmodule Mtrace.Path do
           optional(:thread_name) => String.t() | nil,
           optional(:frame) => Mtrace.Frame.t() | nil,
           optional(:register) => String.t(),
+          optional(:rule) => atom(),
           optional(:allocator) => String.t() | nil,
           optional(:mapping) => {non_neg_integer(), non_neg_integer()} | nil
         }
@@ -105,6 +111,9 @@ defimpl Inspect, for: Mtrace.Path do
   defp root(%{kind: :register, register: reg} = r), do: "#{reg} of thread #{thread(r)}"
   defp root(%{kind: :altstack} = r), do: "sigaltstack of thread #{thread(r)}"
   defp root(%{kind: :lost}), do: "lost"
+
+  defp root(%{kind: :discounted, rule: rule, address: at}),
+    do: "word at 0x#{Integer.to_string(at, 16)} discounted by #{rule}"
 
   defp root(%{kind: :vm, offset: off, allocator: by}) when is_binary(by),
     do: "vm mapping+#{off} (#{by})"

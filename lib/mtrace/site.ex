@@ -46,7 +46,8 @@ defmodule Mtrace.Site do
     * `:possible_blocks`, `:rules`, `:holder` - of a `:possible` site: how many of its blocks a
       discounted word points into (or reaches), the rules that discounted those words (atoms
       named as in `docs/rules.md`), and the address of one such word (for a register, the
-      thread's index << 8 | the register's * 8). `nil` elsewhere.
+      thread's index << 8 | the register's * 8); `Mtrace.why/2` of such a block names its word.
+      `nil` elsewhere.
     * `:why` - with `why: true` (`Mtrace.top/2`): what keeps the site's oldest reachable block,
       as `Mtrace.why/2` would answer for it (a `Mtrace.Path`), from one mark for all the sites;
       `nil` when the mark reached none of the site's blocks (all of them lost, or, where the
