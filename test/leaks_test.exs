@@ -14,10 +14,10 @@ defmodule Mtrace.LeaksTest do
   # The mark is conservative, as LeakSanitizer's and valgrind's are: a word that happens to hold
   # a lost block's address keeps the block. The commonest here is a refc binary's header left in
   # the garbage of an Erlang process heap, pointing at memory malloc has since handed to the lost
-  # block. So a lost block may read as reachable, while a reachable block is never called lost.
-  # Measured: 8 quiet nodes all exact; with both cores busy, 9 nodes of 12 missed a site or more.
-  # So every node must report nothing beyond the expected lost sites, and each expected site must
-  # be reported exactly by one node of at most six. Returns the last node's result.
+  # block. So a lost block may read as reachable, while a reachable block is never called lost;
+  # such misses are rare in a quiet node and common when both cores are busy. So every node must
+  # report nothing beyond the expected lost sites, and each expected site must be reported exactly
+  # by one node of at most six. Returns the last node's result.
   defp exact(expected, attempt) do
     Enum.reduce_while(1..6, {:missing, expected, []}, fn _, {:missing, missing, seen} ->
       {sites, _} = result = attempt.()
@@ -190,8 +190,8 @@ defmodule Mtrace.LeaksTest do
 
   test "a block freed behind mtrace's back is found free in glibc's heap, and its record goes" do
     # A walk that finds fewer mmapped chunks than glibc counts (mmapped_missing) cannot tell the
-    # freed one from a missing one, and keeps its record: a node where that happens (once in the
-    # Debian 13 image's suite) is tried again, up to three in all.
+    # freed one from a missing one, and keeps its record: a node where that happens is tried
+    # again, up to three in all.
     [{before, info, again, stats, listed}] =
       at_least!(1, 3, "a walk that finds every mmapped chunk", fn _ ->
         {_, info, _, _, _} =
@@ -251,7 +251,7 @@ defmodule Mtrace.LeaksTest do
     assert young == [] and other == []
     # After the reset, the three nodes lost before it have no record (glibc's heap knows them:
     # 72 usable bytes each), the two lost after it have their stack. A stale word may keep a
-    # lost block (see exact/2; seen once in the Debian 13 image): never a kept one.
+    # lost block (see exact/2): never a kept one.
     assert after_reset != []
 
     assert Enum.all?(after_reset, fn
@@ -433,7 +433,7 @@ defmodule Mtrace.LeaksTest do
     # off-heap binary's block, from malloc: its first byte the binary's last, the others past the
     # binary, up to glibc's usable size, which the mark reads in a block without a record. Read,
     # such words kept the lost binaries of this file's nodes without the preload (why/2: a
-    # literal's binary, a loaded module's), in 7 of some 480; here, the block in 6 nodes of 6.
+    # literal's binary, a loaded module's); here they are planted, so the block in every node.
     found_unpreloaded(
       """
       {bin, masked, _} = Lost.lose_in_binary_tail(48)
@@ -450,8 +450,8 @@ defmodule Mtrace.LeaksTest do
     # loader keeps for a library it opened, in the name's own block (its first whole word past the
     # NUL, inside glibc's usable size, which the mark reads in a block without a record). The
     # name, a path of 40 bytes, takes a 56-byte block: its last word is wholly what the chunk
-    # held before. Read, such words kept lost buffers of bin/demo's part 2 in Debian 13's image
-    # ("/mtrace/_build/test/lib/mtrace/priv/mtrace.so"); here, the block in every node.
+    # held before. Read, such words keep lost buffers (a library's path, such as
+    # "/mtrace/_build/test/lib/mtrace/priv/mtrace.so"); here, the block in every node.
     dir = String.pad_trailing("/tmp/mtrace-name-#{System.unique_integer([:positive])}", 34, "x")
     link = Path.join(dir, "dl.so")
     assert byte_size(link) == 40

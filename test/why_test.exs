@@ -346,8 +346,8 @@ defmodule Mtrace.WhyTest do
     # static keeps, as an allocator keeps its first carrier, which the VM takes from malloc
     # (sys_alloc, its main carrier): read as blocks, with the rules of a mapped carrier. The
     # mark read them as plain blocks, and kept every lost block (why/2: the static, then the
-    # eheap_alloc carrier's block); in Debian 13's image bin/demo lost a buffer, 1 run of 754, to
-    # a word of eheap_alloc's main carrier.
+    # eheap_alloc carrier's block), as a word of eheap_alloc's main carrier can keep a real
+    # program's lost buffer.
     all_found_in_a_node(fn ->
       {lost, reported, why_kept} =
         in_node("""
@@ -425,8 +425,8 @@ defmodule Mtrace.WhyTest do
     # As above, but the process that holds the word asks leaks/1 itself: it runs (the NIF, on a
     # dirty scheduler) while the mark reads, and its heap is left out as the asker's
     # (mt_beam_heaps_asker): its NIF makes no term before the mark. Twelve tries a node, in up to
-    # three nodes: where the VM places a heap varies by node, and in Debian 13's image six tries
-    # once left no word there, in Debian 12 twelve tries of one node once did.
+    # three nodes: where the VM places a heap varies by node, and a node's tries may all leave no
+    # word there.
     [tries] =
       at_least!(1, 3, "a try that left the word in the unused part", fn _ ->
         tries =
@@ -555,7 +555,7 @@ defmodule Mtrace.WhyTest do
     # then spins in compiled Erlang code. The JIT runs that code on the process's own stack, in
     # the VM's carriers, and the scheduler's own stack is live only above the JIT's register
     # block (rbx). Read whole, as a stack that did not hold its thread's stack pointer was, it
-    # kept the last block lost on a spinning scheduler in 6 of 8 nodes. gc: false, as a
+    # kept the last block lost on a spinning scheduler in most nodes. gc: false, as a
     # collection would overwrite the dead frames first.
     for _ <- 1..3 do
       {found, lost} =
@@ -616,7 +616,7 @@ defmodule Mtrace.WhyTest do
     # of a thread that keeps that stack's address in a local, as the BEAM's threads do. The
     # stack is reachable and its words, stale signal frames, are not read; when the thread's
     # stack was read first, the word kept every block (why/2: the thread's stack, then the
-    # signal stack), and bin/demo in Debian 13's image lost a C++ buffer to a scheduler's so.
+    # signal stack), as a scheduler's can keep a real program's lost buffer.
     three_found("Lost.lose_in_altstack(48)")
   end
 
@@ -626,7 +626,7 @@ defmodule Mtrace.WhyTest do
     # structs of 200 processes spawned there that exited), as a struct that died there left it. The lists' blocks past their links are not
     # read (beam_alloc.h). Read, the word kept its block in each of three runs (the last call's:
     # each writes over the same block; why/2: fix_alloc's memory, then a 64 KiB carrier of its,
-    # from malloc, at the block's offset), as in a miss of bin/demo in Debian 13's image.
+    # from malloc, at the block's offset), as it can keep a real program's lost block.
     three_found("""
     (me = self()
      :erlang.spawn_opt(fn ->
@@ -675,7 +675,7 @@ defmodule Mtrace.WhyTest do
     # Before each mark every scheduler zeroes that part of its stack (scrub.h's mt_scrub):
     # once the mark is made, dead_stack_holds/1, on the same scheduler, finds no copy left. Without
     # it, each found hundreds, and OTP 25's polling scheduler kept the block in some nodes (why/2:
-    # erts_poll_wait's frame); bin/demo in Debian 13's image lost a C++ buffer so.
+    # erts_poll_wait's frame), as it can keep a real program's lost buffer.
     all_found_in_a_node(fn ->
       {lost, holding} =
         in_node("""
@@ -748,8 +748,8 @@ defmodule Mtrace.WhyTest do
     # binary-construction state (OTP's erl_bits_state, in the scheduler's register block on its
     # stack), left at the freed binary's bytes. Before each mark, each scheduler builds a small
     # binary on its process's heap, and the state points there. Without it, the blocks were kept
-    # (why/2: a scheduler's stack, no frame); bin/demo in Debian 13's image lost a C++ buffer so,
-    # twice in 650 runs.
+    # (why/2: a scheduler's stack, no frame), as such a word can keep a real program's lost
+    # buffer.
     all_found_in_a_node(fn ->
       {lost, whys} =
         node_result(
