@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <unistd.h>
 
 #include "base/writer.h"
 #include "record/table.h"
@@ -255,6 +256,17 @@ static const char *lookup(const char *name)
     for (const char *const *v = overrides; v && *v; v++)
         if (strncmp(*v, name, len) == 0 && (*v)[len] == '=') return *v + len + 1;
     return getenv(name);
+}
+
+const char *mt_config_exit_report(void)
+{
+    const char *r = mt_config.report;
+    return r && strcmp(r, "none") != 0 ? r : NULL;
+}
+
+int mt_config_reports_here(void)
+{
+    return !mt_config.report_pid || (pid_t)mt_config.report_pid == getpid();
 }
 
 void mt_config_load(void)

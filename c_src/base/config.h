@@ -56,6 +56,12 @@ extern struct mt_config mt_config;
 
 void mt_config_load(void);
 
+/* After mt_config_load(): the exit report's destination, MTRACE_REPORT unless unset or "none"
+ * (NULL then); and whether this process reports at all, MTRACE_REPORT_PID (bin/mtrace run) being
+ * unset or its pid: the others it starts run quietly. */
+const char *mt_config_exit_report(void);
+int mt_config_reports_here(void);
+
 /* Values that mt_config_load() takes before the environment's: a NULL-terminated list of
  * "NAME=value" strings (Mtrace.attach/1's options), or NULL. The strings must outlive the load;
  * call before it, from one thread. */

@@ -143,12 +143,6 @@ static int emit(const char *dest, const struct mt_report_req *req, int quiet)
     return rc;
 }
 
-static const char *exit_destination(void)
-{
-    const char *r = mt_config.report;
-    return r && strcmp(r, "none") != 0 ? r : NULL;
-}
-
 /* "on SIGUSR2"; a real-time signal has no abbreviation (sigabbrev_np gives NULL) and is named
  * from SIGRTMIN, which glibc sets at run time: "on SIGRTMIN+6". */
 static void name_signal(int sig, char *when, size_t cap)
@@ -321,13 +315,6 @@ static void start(void)
     take_signal();
 }
 
-/* MTRACE_REPORT_PID (bin/mtrace run): only that process reports; the others it starts run
- * quietly. */
-static int reporting_here(void)
-{
-    return !mt_config.report_pid || (pid_t)mt_config.report_pid == getpid();
-}
-
 static uint64_t stacks_so_far(void)
 {
     return mt_stack_count();
@@ -337,7 +324,7 @@ static uint64_t stacks_so_far(void)
 static void serve(void)
 {
     if (!mt_config.report && !mt_config.report_signal && !mt_config.csv) return;
-    if (!reporting_here()) return;
+    if (!mt_config_reports_here()) return;
     mt_guard_hold();
     pthread_mutex_lock(&lock);
     if (!started) {
@@ -391,11 +378,11 @@ __attribute__((destructor)) static void report_at_exit(void)
         __atomic_exchange_n(&exit_reported, 1, __ATOMIC_ACQ_REL))
         return;
     int child = getpid() != first_pid;
-    if (child && (mt_config.fork == MT_FORK_NONE || !reporting_here())) return;
+    if (child && (mt_config.fork == MT_FORK_NONE || !mt_config_reports_here())) return;
     mt_guard_hold();
     pthread_mutex_lock(&lock);
     if (mt_config.csv && !child) mt_csv_pass(prog);
-    if (exit_destination()) {
+    if (mt_config_exit_report()) {
         struct mt_report_req req = {
             .prog = prog,
             .seq = ++numbered,
@@ -404,7 +391,7 @@ __attribute__((destructor)) static void report_at_exit(void)
             .base = snapshot_base,
             .since = "the snapshot",
         };
-        emit(exit_destination(), &req, 0);
+        emit(mt_config_exit_report(), &req, 0);
     }
     pthread_mutex_unlock(&lock);
     mt_guard_release();
@@ -440,7 +427,7 @@ int mt_service_report(const char *path, int fd, int leaks)
         .base = leaks ? NULL : snapshot_base,
         .since = "the snapshot",
     };
-    const char *dest = path ? path : exit_destination();
+    const char *dest = path ? path : mt_config_exit_report();
     int rc;
     if (fd >= 0) {
         rc = mt_report_write(fd, &req);

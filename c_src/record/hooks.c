@@ -17,7 +17,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "base/config.h"
 #include "base/writer.h"
@@ -260,9 +259,7 @@ __attribute__((constructor)) static void start_if_interposing(void)
     uintptr_t first = mt_behind_allocator();
     if (!first) return;
     mt_config_load();
-    if (!mt_config.report || strcmp(mt_config.report, "none") == 0 ||
-        (mt_config.report_pid && (pid_t)mt_config.report_pid != getpid()))
-        return;
+    if (!mt_config_exit_report() || !mt_config_reports_here()) return;
     Dl_info info;
     const char *parts[] = {
         dladdr((void *)first, &info) && info.dli_fname && *info.dli_fname ? info.dli_fname
