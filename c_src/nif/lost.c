@@ -387,9 +387,18 @@ static ERL_NIF_TERM root_of(ErlNifEnv *env, const struct mt_reach *r, size_t i)
     return enif_make_tuple_from_array(env, k, 2);
 }
 
-/* The chain from a root to snapshot record i: {root, [{address, size, stack_id | nil,
- * offset | nil}]}, each block with the offset of its pointer to the next; nil when i was not
- * reached; 0 when out of memory. */
+/* A block of a chain: {address, size, stack_id | nil, offset}, offset that of its pointer to the
+ * next block, or nil for the last. */
+static ERL_NIF_TERM link_of(ErlNifEnv *env, const struct mt_record *b, ERL_NIF_TERM offset)
+{
+    ERL_NIF_TERM t[4] = {
+        enif_make_uint64(env, b->addr), enif_make_uint64(env, b->size),
+        b->stack == MT_SNAPSHOT_UNRECORDED ? mt_atom_nil : enif_make_uint64(env, b->stack), offset};
+    return enif_make_tuple_from_array(env, t, 4);
+}
+
+/* The chain from a root to snapshot record i: {root, [link_of()]}; nil when i was not reached; 0
+ * when out of memory. */
 static ERL_NIF_TERM path_of(ErlNifEnv *env, const struct mt_reach *r, size_t i)
 {
     size_t n = mt_reach_path(r, i, NULL, 0);
@@ -401,12 +410,9 @@ static ERL_NIF_TERM path_of(ErlNifEnv *env, const struct mt_reach *r, size_t i)
         /* from the root outwards: chain[n - 1] first */
         for (size_t k = 0; k < n; k++) {
             const struct mt_record *b = &r->snap.rec[chain[n - 1 - k]];
-            ERL_NIF_TERM t[4] = {
-                enif_make_uint64(env, b->addr), enif_make_uint64(env, b->size),
-                b->stack == MT_SNAPSHOT_UNRECORDED ? mt_atom_nil : enif_make_uint64(env, b->stack),
-                k + 1 < n ? enif_make_uint64(env, r->via[chain[n - 2 - k]] - b->addr)
-                          : mt_atom_nil};
-            links[k] = enif_make_tuple_from_array(env, t, 4);
+            links[k] = link_of(env, b,
+                               k + 1 < n ? enif_make_uint64(env, r->via[chain[n - 2 - k]] - b->addr)
+                                         : mt_atom_nil);
         }
         ERL_NIF_TERM pair[2] = {root_of(env, r, chain[n - 1]),
                                 enif_make_list_from_array(env, links, (unsigned)n)};
@@ -422,15 +428,10 @@ static ERL_NIF_TERM path_of(ErlNifEnv *env, const struct mt_reach *r, size_t i)
  * reaches it: certainty()), which may be a reference after all. */
 static ERL_NIF_TERM discounted_of(ErlNifEnv *env, const struct mt_reach *r, size_t i)
 {
-    const struct mt_record *b = &r->snap.rec[i];
     ERL_NIF_TERM root[3] = {enif_make_atom(env, "discounted"),
                             enif_make_atom(env, mt_rules[r->rule[i]].name),
                             enif_make_uint64(env, r->rule_at[i])};
-    ERL_NIF_TERM link[4] = {enif_make_uint64(env, b->addr), enif_make_uint64(env, b->size),
-                            b->stack == MT_SNAPSHOT_UNRECORDED ? mt_atom_nil
-                                                               : enif_make_uint64(env, b->stack),
-                            mt_atom_nil};
-    ERL_NIF_TERM block = enif_make_tuple_from_array(env, link, 4);
+    ERL_NIF_TERM block = link_of(env, &r->snap.rec[i], mt_atom_nil);
     ERL_NIF_TERM pair[2] = {enif_make_tuple_from_array(env, root, 3),
                             enif_make_list_from_array(env, &block, 1)};
     return enif_make_tuple_from_array(env, pair, 2);
