@@ -11,6 +11,7 @@ defmodule Mtrace.AllocatorsTest do
   @root Path.expand("..", __DIR__)
   @bin Path.join(@root, "test/support/c_src")
   @mtrace Path.join(@root, "bin/mtrace")
+  @so Path.join(@root, "priv/mtrace.so")
   @threads "16"
 
   defp run(program, args, extra \\ []) do
@@ -97,7 +98,7 @@ defmodule Mtrace.AllocatorsTest do
     program = Path.join(@bin, "own_allocator")
     {plain, 0} = run(program, [])
     assert plain =~ ~r/^own_allocator: 19780 bytes; (\d+) blocks given, \1 freed\n$/
-    assert run(program, [], [{"LD_PRELOAD", Path.join(@root, "priv/mtrace.so")}]) == {plain, 0}
+    assert run(program, [], [{"LD_PRELOAD", @so}]) == {plain, 0}
 
     # asked for a report, it says once why there is none
     report = Path.join(dir, "own.txt")
@@ -114,7 +115,7 @@ defmodule Mtrace.AllocatorsTest do
     # forward.so's malloc calls the next one, mtrace's, which must forward onwards, not back
     program = Path.join(@bin, "allocators-glibc")
     {plain, 0} = run(program, ["4"])
-    preload = Enum.map_join(["forward.so", "../../../priv/mtrace.so"], " ", &Path.join(@bin, &1))
+    preload = Path.join(@bin, "forward.so") <> " " <> @so
     assert run(program, ["4"], [{"LD_PRELOAD", preload}]) == {plain, 0}
   end
 

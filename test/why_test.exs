@@ -213,7 +213,7 @@ defmodule Mtrace.WhyTest do
         {lost?, Mtrace.why(Bitwise.bxor(masked, m))}
         """)
 
-      assert lost? == (why == nil or match?(%Mtrace.Path{root: %{kind: :discounted}}, why)),
+      assert lost? == lost_answer?(why),
              inspect(why)
 
       outcome(lost?, true, "kept by #{inspect(why)}")
@@ -255,7 +255,7 @@ defmodule Mtrace.WhyTest do
       # to it: why/2 then names that word
       outcome(
         lost and top_lost == nil and
-          (why_lost == nil or match?(%Mtrace.Path{root: %{kind: :discounted}}, why_lost)),
+          lost_answer?(why_lost),
         true,
         inspect({lost, why_lost, top_lost})
       )
@@ -809,15 +809,12 @@ defmodule Mtrace.WhyTest do
   # but, for a possibly lost one, a word a rule discounted. A block kept at leaks/1's mark may be
   # lost at why/2's, its stale holder gone between them: a nil for a block not found is no defect.
   defp lost_say_nil!(found, whys) do
-    for {true, why} <- Enum.zip(found, whys),
-        do:
-          assert(
-            why == nil or match?(%Mtrace.Path{root: %{kind: :discounted}}, why),
-            inspect(whys)
-          )
-
+    for {true, why} <- Enum.zip(found, whys), do: assert(lost_answer?(why), inspect(whys))
     Enum.count(found, & &1)
   end
+
+  # why/2's answer for a lost block: nil, or for a possibly lost one the word a rule discounted.
+  defp lost_answer?(why), do: why == nil or match?(%Mtrace.Path{root: %{kind: :discounted}}, why)
 
   # Three blocks lost by the call `lose` are each still held by the word it planted, in memory
   # that nothing proves to be the structure the word's shape is: none is reported lost. (why/2
