@@ -36,14 +36,14 @@ defmodule Mtrace.ClusterTest do
     # The mark is conservative: a stale word in a node's memory may keep its lost list for good
     # (leaks_test.exs), so each attempt loses one in a new preloaded peer, the lost one (:lost),
     # until its answer names the list, six peers at most.
-    leaks =
-      Enum.reduce_while(1..6, nil, fn i, _ ->
+    [leaks] =
+      Mtrace.Test.Helpers.at_least!(1, 6, "the lost peer's list named", fn i ->
         e = peer.("mtrace_e\#{i}_", String.to_charlist("#{mtrace_so()}"), paths)
         {:module, _} = :erpc.call(e, :code, :ensure_loaded, [Mtrace.Test.Lost])
         :ok = :erpc.call(e, Mtrace.Test.Lost, :lose_list, [3])
         answers = Mtrace.leaks(nodes: [e, c, d, ghost], library: "lost.so", min_age: 0)
         answers = Map.new(answers, fn {n, v} -> {if(n == e, do: :lost, else: n), shape.(v)} end)
-        if answers[:lost] == [{192, 3}], do: {:halt, answers}, else: {:cont, answers}
+        Mtrace.Test.Helpers.outcome(answers[:lost] == [{192, 3}], answers, inspect(answers))
       end)
     pid = :erpc.call(c, :os, :getpid, [])
     {_, 0} = System.cmd("kill", ["-STOP", to_string(pid)])

@@ -12,6 +12,7 @@ defmodule Mtrace.DemoTest do
   # and every site in at least 9; never a block more than was lost. A run that misses a block
   # prints Mtrace.why/2 of it (test/support/demo.ex): the failure names the holder.
   use ExUnit.Case, async: false
+  import Mtrace.Test.Helpers, only: [budget!: 3, outcome: 3]
 
   @moduletag timeout: 900_000
   @root Path.expand("..", __DIR__)
@@ -35,20 +36,24 @@ defmodule Mtrace.DemoTest do
       assert blocks1 <= 6 and blocks2 <= 5, "run #{run}: more blocks than were lost\n#{out}"
     end
 
-    site_missed =
-      for {run, [{sites1, _}, {sites2, _}] = counts, out} <- runs,
-          not (sites1 == 2 and sites2 in [2, 3]),
-          do: {run, counts, out}
+    budget!(
+      9,
+      "every site of both parts",
+      for({run, counts, out} <- runs, do: sites(run, counts, out))
+    )
 
-    assert length(site_missed) <= 1, summary(site_missed)
-
-    missed =
-      for {run, counts, out} <- runs,
-          Enum.map(counts, &elem(&1, 1)) != [6, 5],
-          do: {run, counts, out}
-
-    assert length(missed) <= 2, summary(missed)
+    budget!(
+      8,
+      "every block of both parts",
+      for({run, counts, out} <- runs, do: blocks(run, counts, out))
+    )
   end
+
+  defp sites(run, [{sites1, _}, {sites2, _}] = counts, out),
+    do: outcome(sites1 == 2 and sites2 in [2, 3], run, summary(run, counts, out))
+
+  defp blocks(run, [{_, blocks1}, {_, blocks2}] = counts, out),
+    do: outcome([blocks1, blocks2] == [6, 5], run, summary(run, counts, out))
 
   # The sites and blocks each part's closing line says were lost.
   defp lost(out) do
@@ -57,9 +62,7 @@ defmodule Mtrace.DemoTest do
         do: {String.to_integer(sites), String.to_integer(blocks)}
   end
 
-  defp summary(missed) do
-    Enum.map_join(missed, "\n\n", fn {run, counts, out} ->
+  defp summary(run, counts, out),
+    do:
       "run #{run}: #{inspect(counts)} sites and blocks (want 2 and 2 or 3 sites, 6 and 5 blocks)\n#{out}"
-    end)
-  end
 end

@@ -16,38 +16,23 @@ defmodule Mtrace.LeaksTest do
   # the garbage of an Erlang process heap, pointing at memory malloc has since handed to the lost
   # block. So a lost block may read as reachable, while a reachable block is never called lost;
   # such misses are rare in a quiet node and common when both cores are busy. So every node must
-  # report nothing beyond the expected lost sites, and each expected site must be reported exactly
-  # by one node of at most six. Returns the last node's result.
+  # report nothing beyond the expected lost sites, and one node of at most six must report every
+  # expected site exactly. Returns that node's result.
   defp exact(expected, attempt) do
-    Enum.reduce_while(1..6, {:missing, expected, []}, fn _, {:missing, missing, seen} ->
-      {sites, _} = result = attempt.()
+    [result] =
+      at_least!(1, 6, "every expected site reported exactly", fn _ ->
+        {sites, _} = result = attempt.()
 
-      for {fun, _bytes, blocks, _, _} <- sites do
-        assert Enum.any?(expected, &match?({^fun, _, b, _, _} when blocks <= b, &1)),
-               "reported but not lost: #{inspect({fun, blocks})} in #{inspect(sites)}"
-      end
+        for {fun, _bytes, blocks, _, _} <- sites do
+          assert Enum.any?(expected, &match?({^fun, _, b, _, _} when blocks <= b, &1)),
+                 "reported but not lost: #{inspect({fun, blocks})} in #{inspect(sites)}"
+        end
 
-      seen = [sites | seen]
+        missing = expected -- sites
+        outcome(missing == [], result, "#{inspect(missing)} not exact in #{inspect(sites)}")
+      end)
 
-      case missing -- sites do
-        [] ->
-          {:halt, {:ok, result}}
-
-        missing ->
-          IO.puts(
-            "\nexact/2: a node did not report exactly #{inspect(missing)}: #{inspect(sites)}"
-          )
-
-          {:cont, {:missing, missing, seen}}
-      end
-    end)
-    |> case do
-      {:ok, result} ->
-        result
-
-      {:missing, missing, seen} ->
-        flunk("never reported exactly: #{inspect(missing)}; the nodes reported #{inspect(seen)}")
-    end
+    result
   end
 
   # The node's lost sites, each as {function, bytes, blocks, direct, indirect}: the function is

@@ -123,7 +123,7 @@ defmodule Mtrace.Test.Helpers do
               {[value | hits], misses}
 
             {:miss, why} ->
-              IO.puts("\n#{what}: missed in run #{i} of at most #{n}: #{why}")
+              print_miss(what, i, n, why)
               {hits, [why | misses]}
           end
 
@@ -131,12 +131,37 @@ defmodule Mtrace.Test.Helpers do
         if decided and not every, do: {:halt, {hits, misses}}, else: {:cont, {hits, misses}}
       end)
 
+    assert_budget!(k, n, what, Enum.reverse(hits), Enum.reverse(misses))
+  end
+
+  @doc """
+  The budget of at_least!/5 over outcomes already had, for runs that answer several budgets at
+  once: of the n outcomes (each `{:hit, value}` or `{:miss, why}`), at least k must hit. Prints
+  each miss; returns the hits' values, first first.
+  """
+  def budget!(k, what, outcomes) do
+    n = length(outcomes)
+
+    for {{:miss, why}, i} <- Enum.with_index(outcomes, 1), do: print_miss(what, i, n, why)
+
+    assert_budget!(
+      k,
+      n,
+      what,
+      for({:hit, value} <- outcomes, do: value),
+      for({:miss, why} <- outcomes, do: why)
+    )
+  end
+
+  defp print_miss(what, i, n, why), do: IO.puts("\n#{what}: missed in run #{i} of #{n}: #{why}")
+
+  defp assert_budget!(k, n, what, hits, misses) do
     ExUnit.Assertions.assert(
       length(hits) >= k,
-      "#{what}: #{length(hits)} runs hit, the budget is #{k} of #{n}: #{inspect(Enum.reverse(misses))}"
+      "#{what}: #{length(hits)} runs hit, the budget is #{k} of #{n}: #{inspect(misses)}"
     )
 
-    Enum.reverse(hits)
+    hits
   end
 
   @doc """
