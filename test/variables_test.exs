@@ -1,19 +1,23 @@
 defmodule Mtrace.VariablesTest do
   # The variables are declared once, in c_src/base/config.c; the build lists them in
-  # priv/mtrace-options.txt. docs/configuration.md's table, bin/mtrace --help, bin/bench and the test
-  # helpers all follow that list, and no source reads a variable outside it.
+  # priv/mtrace-options.txt and docs/configuration.md's table (priv/mtrace-options.md). bin/mtrace
+  # --help, bin/bench and the test helpers all follow that list, and no source reads a variable
+  # outside it.
   use ExUnit.Case, async: true
   import Mtrace.Test.Helpers
 
   @root Path.expand("..", __DIR__)
 
-  test "docs/configuration.md's table lists every variable with its default, and no other" do
+  test "docs/configuration.md's table is the one the build writes from the library's list, each variable once with its default" do
     page = File.read!(Path.join(@root, "docs/configuration.md"))
+    [_, table] = Regex.run(~r/^<!-- the options:.*-->\n(.*)^<!-- end of the options -->$/ms, page)
+
+    assert table == File.read!(Path.join(@root, "priv/mtrace-options.md")),
+           "docs/configuration.md's table is not the library's: run make -C c_src docs"
 
     listed =
       for [name, default] <-
-            Regex.scan(~r/^\| `(MTRACE_[A-Z_]+)` \| ([^|]+) \|/m, page, capture: :all_but_first),
-          name != "MTRACE_NIF_API",
+            Regex.scan(~r/^\| `(MTRACE_[A-Z_]+)` \| ([^|]+) \|/m, table, capture: :all_but_first),
           do: {name, default |> String.trim() |> String.replace("`", "")}
 
     assert Enum.sort(listed) ==

@@ -30,73 +30,131 @@ static const char *const fork_modes[] = {"report", "none", NULL};
 
 _Static_assert(sizeof(enum mt_unwind) == sizeof(int), "MTRACE_UNWIND is read as an int");
 
-#define NUMBER(n, l, h, field, unset_, what)                                                       \
+#define NUMBER(n, l, h, field, unset_, what, doc_)                                                 \
     {                                                                                              \
         .name = n, .kind = MT_OPTION_NUMBER, .lo = l, .hi = h, .number = &mt_config.field,         \
-        .unset = unset_, .meaning = what                                                           \
+        .unset = unset_, .meaning = what, .doc = doc_                                              \
     }
-#define TEXT(n, field, what)                                                                       \
+#define TEXT(n, field, what, doc_)                                                                 \
     {                                                                                              \
         .name = n, .kind = MT_OPTION_TEXT, .hi = 1023, .text = &mt_config.field, .secure = 1,      \
-        .unset = "unset", .meaning = what                                                          \
+        .unset = "unset", .meaning = what, .doc = doc_                                             \
     }
 
 /* Every MTRACE_* variable the library reads, in the order docs/configuration.md lists them. */
 const struct mt_option mt_options[] = {
     NUMBER("MTRACE_SLOTS", 16, (size_t)1 << 30, slots, NULL,
-           "live-table slots at the start; the table doubles up to MTRACE_SLOTS_MAX"),
+           "live-table slots at the start; the table doubles up to MTRACE_SLOTS_MAX",
+           "live-table slots at the start (rounded up to a multiple of 16; 25 bytes each, "
+           "touched as used). The table doubles whenever a record finds no room, up to "
+           "`MTRACE_SLOTS_MAX`; its records move to the larger table a few at a time, with the"
+           " allocations that follow"),
     NUMBER("MTRACE_SLOTS_MAX", 16, (size_t)1 << 30, slots_max, NULL,
-           "the most slots the table may grow to; only a table at the cap drops records"),
+           "the most slots the table may grow to; only a table at the cap drops records",
+           "the most slots the table may grow to (16 to 2^30; at least `MTRACE_SLOTS`). Every "
+           "size up to it is reserved once as address space only (about 3.1 GiB at the "
+           "defaults); where that much cannot be mapped (`ulimit -v`, no overcommit) the cap "
+           "is lowered until it can. Only a table at the cap drops records, and counts them "
+           "(`dropped`): it holds a live set of about 80% of its slots"),
     NUMBER("MTRACE_LANES", 1, MT_TABLE_LANES_MAX, lanes, "CPUs, at most 2",
-           "lanes the table is cut into, so that threads of different arenas share no lines"),
+           "lanes the table is cut into, so that threads of different arenas share no lines",
+           "lanes the table is cut into (1 or 2). Each lane has at least 2048 slots. The "
+           "records of one 64 MiB region of the address space (one of glibc's thread arenas) "
+           "are kept in one lane, so threads that allocate from different arenas do not write "
+           "the same cache lines; a region that fills its lane is spread over all of them "
+           "until the table grows. A sampling table has one lane"),
     NUMBER("MTRACE_DEPTH", 2, MT_DEPTH_MAX, depth, NULL,
-           "frames kept per stack, the intercepted function's included"),
-    NUMBER("MTRACE_STACKS", 16, (size_t)1 << 24, stacks, NULL, "distinct stacks kept"),
+           "frames kept per stack, the intercepted function's included",
+           "frames kept per stack, frame 0 included (2 to 128)"),
+    NUMBER("MTRACE_STACKS", 16, (size_t)1 << 24, stacks, NULL, "distinct stacks kept",
+           "distinct stacks kept, at most 16777216 (their frames are reserved once, touched as"
+           " used)"),
     {.name = "MTRACE_UNWIND",
      .kind = MT_OPTION_CHOICE,
      .choices = unwinders,
      .choice = (int *)&mt_config.unwind,
-     .meaning = "libunwind (DWARF), fp (frame pointers) or erlang (on through Erlang frames)"},
+     .meaning = "libunwind (DWARF), fp (frame pointers) or erlang (on through Erlang frames)",
+     .doc = "`libunwind` (DWARF), `fp`: a guarded frame-pointer walk, for programs built with "
+            "frame pointers, or `erlang`: libunwind, and a stack that reaches the BEAM's JIT "
+            "code goes on through the Erlang functions that called the NIF (a node started with"
+            " `+JPperf map`; see \"Which Erlang function leaks\")"},
     NUMBER("MTRACE_SAMPLE", 0, (size_t)1 << 40, sample, NULL,
-           "record about one allocation per this many bytes; 0 records every one"),
+           "record about one allocation per this many bytes; 0 records every one",
+           "sampling: record about one allocation per this many bytes allocated (0: every "
+           "allocation; 524288 is jemalloc's interval). A block of `s` bytes is recorded with "
+           "probability `p = 1 - exp(-s/N)`, so blocks well above `N` are always seen; "
+           "reports, `Mtrace.stats()`, `top/2` and `diff/2` scale each record by `1/p` and say"
+           " that their figures are estimates (`estimated: true` on a site)"),
     NUMBER("MTRACE_CLEAR", 0, (size_t)1 << 40, clear, "0",
            "a debugging aid that changes what a program reads: the most bytes of each new block "
-           "zeroed before the program has it (glibc's allocator only); 0: none"),
-    TEXT("MTRACE_REPORT", report, "the exit report: stderr, none or a path (%p pid, %n name)"),
+           "zeroed before the program has it (glibc's allocator only); 0: none",
+           "a debugging aid that changes what a program reads, as AddressSanitizer's fill "
+           "does: the most bytes of each new block zeroed before the program has it (from "
+           "`malloc`, the aligned allocators, `realloc`'s new part, a string's bytes past its "
+           "NUL; glibc's allocator only). 0, the default, writes nothing the program receives:"
+           " a program reads what its allocator gave it, as without mtrace"),
+    TEXT("MTRACE_REPORT", report, "the exit report: stderr, none or a path (%p pid, %n name)",
+         "where the exit report goes: `stderr`, or a path template (`%p` pid, `%n` program "
+         "name, `%s` report number, `%%` a `%`); `none` writes nothing at exit but keeps the"
+         " counts for the C API. Any value turns on the live total, peak and per-site counts"
+         " (a few atomic adds per allocation; unset, their cost is one predictable branch)"),
     {.name = "MTRACE_REPORT_SIGNAL",
      .kind = MT_OPTION_SIGNAL,
      .choice = &mt_config.report_signal,
      .secure = 1,
      .unset = "unset",
-     .meaning = "a signal that writes an incremental report"},
+     .meaning = "a signal that writes an incremental report",
+     .doc = "a signal that writes an incremental report, by name or number (`USR2`, `SIGUSR2`, "
+            "`12`, `RTMIN+6`, `40`): `HUP`, `INT`, `QUIT`, `USR1`, `USR2`, `ALRM`, `TERM`, "
+            "`WINCH`, `URG`, `PROF`, `VTALRM` or a real-time signal (`RTMIN` to `RTMAX`, 34 to "
+            "64 with glibc). Others (fault signals, `PIPE`, `CHLD`, ...) are refused: a handler"
+            " there would change what the program does. Never on by default"},
     NUMBER("MTRACE_REPORT_TOP", 0, (size_t)1 << 30, report_top, NULL,
-           "call sites a report shows; 0 for all"),
+           "call sites a report shows; 0 for all",
+           "call sites shown, largest first; 0 for all (the rest are summed on one line)"),
     NUMBER("MTRACE_REPORT_DEPTH", 0, MT_DEPTH_MAX, report_depth, NULL,
-           "frames a report shows per site; 0 for all kept"),
+           "frames a report shows per site; 0 for all kept",
+           "frames shown per site; 0 for all that were kept (`MTRACE_DEPTH`). Stacks equal "
+           "once cut are merged"),
     NUMBER("MTRACE_REPORT_REACHABLE", 0, 1, report_reachable, NULL,
-           "1: the exit report lists the still reachable sites too"),
+           "1: the exit report lists the still reachable sites too",
+           "1: the exit report lists the sites of the blocks still reachable too, after the "
+           "lost ones"),
     NUMBER("MTRACE_REPORT_WHY", 0, 1, report_why, NULL,
-           "1: each still reachable site says what keeps its oldest block"),
-    TEXT("MTRACE_CSV", csv, "path template of the CSV export of old blocks and frees"),
+           "1: each still reachable site says what keeps its oldest block",
+           "1: with `MTRACE_REPORT_REACHABLE`, each reachable site says what keeps its oldest "
+           "block (`kept by` a root and the blocks on the way, as `Mtrace.why/2` names them)"),
+    TEXT("MTRACE_CSV", csv, "path template of the CSV export of old blocks and frees",
+         "path template of the CSV export"),
     NUMBER("MTRACE_CSV_AGE", 0, (size_t)1 << 31, csv_age, NULL,
+           "seconds a block must have lived before it is exported",
            "seconds a block must have lived before it is exported"),
-    NUMBER("MTRACE_CSV_PERIOD", 1, 86400, csv_period, NULL, "seconds between two exports"),
+    NUMBER("MTRACE_CSV_PERIOD", 1, 86400, csv_period, NULL, "seconds between two exports",
+           "seconds between two exports (1 to 86400)"),
     NUMBER("MTRACE_CSV_MAX", 0, (size_t)1 << 60, csv_max, NULL,
-           "bytes past which the CSV file restarts; 0 for no limit"),
+           "bytes past which the CSV file restarts; 0 for no limit",
+           "bytes past which the CSV file is emptied and restarts with its header, at the next"
+           " pass with rows to write; 0 for no limit"),
     {.name = "MTRACE_FORK",
      .kind = MT_OPTION_CHOICE,
      .choices = fork_modes,
      .choice = &mt_config.fork,
-     .meaning = "report: forked children write their own exit report; none: they write none"},
+     .meaning = "report: forked children write their own exit report; none: they write none",
+     .doc = "`report`: a forked child writes its own exit report (its own pid); `none`: "
+            "children write nothing"},
     {.name = "MTRACE_DEBUG_DIRS",
      .kind = MT_OPTION_TEXT,
      .hi = 4095,
      .text = &mt_config.debug_dirs,
      .secure = 1,
      .unset = "unset",
-     .meaning = "directories (colon-separated) of separate debug files, before /usr/lib/debug"},
+     .meaning = "directories (colon-separated) of separate debug files, before /usr/lib/debug",
+     .doc = "directories (colon-separated) searched for separate debug files by build id, "
+            "before `/usr/lib/debug`"},
     NUMBER("MTRACE_REPORT_PID", 0, (size_t)1 << 22, report_pid, "unset",
-           "only the process of this pid writes reports (bin/mtrace run)"),
+           "only the process of this pid writes reports (bin/mtrace run)",
+           "only the process of this pid writes reports; the others it starts run quietly "
+           "(`bin/mtrace run` sets it to the command's own pid, which it keeps through `exec`)"),
 };
 
 const size_t mt_options_count = COUNT(mt_options);

@@ -3,7 +3,8 @@
  * Contract
  * - mt_options is the one list of the variables: the parser reads it, and options_dump (built
  *   with the library) prints it into priv/mtrace-options.txt, which bin/mtrace --help, bin/bench
- *   and the tests read. A variable is added here and nowhere else in C.
+ *   and the tests read, and into priv/mtrace-options.md, docs/configuration.md's table. A
+ *   variable is added here and nowhere else in C.
  * - mt_config_load() is called once, from the recorder's first initialisation, before any
  *   record is made (or from the constructor of a copy that stays inert behind another
  *   allocator, to know whether a report was asked for). It uses getenv, getauxval,
@@ -80,7 +81,8 @@ struct mt_option {
     const char **text;          /* TEXT: a copy, NULL when unset */
     int secure;                 /* ignored in secure-execution mode */
     const char *unset;          /* how the default reads when it is no value, or NULL */
-    const char *meaning;        /* one line */
+    const char *meaning;        /* one line, for bin/mtrace --help */
+    const char *doc;            /* docs/configuration.md's text for it, in Markdown */
 };
 
 extern const struct mt_option mt_options[];
