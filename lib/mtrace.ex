@@ -23,7 +23,7 @@ defmodule Mtrace do
   ...).
   """
 
-  alias Mtrace.{Cluster, Mark, Nif, Options, Reader, Site}
+  alias Mtrace.{Cluster, Mark, Nif, Options, Output, Reader, Site}
 
   @typedoc """
   A frame: the library's path and the name of the function its code is in (`nil` when it has
@@ -535,39 +535,7 @@ defmodule Mtrace do
       ** (ArgumentError) Mtrace.write/3: nodes: is not taken: one file holds one node's sites; render/3 each node's list of the map top(n, nodes: ...) returns
   """
   @spec write(Path.t(), atom(), [write_option()]) :: :ok | {:error, File.posix()}
-  def write(path, format, opts \\ []) do
-    path = path!(path)
-    writer!("Mtrace.write/3", format)
-
-    if Keyword.has_key?(Options.keyword!("Mtrace.write/3", opts), :nodes),
-      do:
-        raise(
-          ArgumentError,
-          "Mtrace.write/3: nodes: is not taken: one file holds one node's sites; " <>
-            "render/3 each node's list of the map top(n, nodes: ...) returns"
-        )
-
-    {what, opts} = Keyword.pop(opts, :what, :live)
-    {format_opts, opts} = Keyword.split(opts, [:threshold, :title])
-
-    sites =
-      case what do
-        :live ->
-          top(Options.no_limit(), opts)
-
-        :leaks ->
-          leaks(opts)
-
-        {:diff, %Mark{} = mark} ->
-          diff(mark, opts)
-
-        other ->
-          raise ArgumentError,
-                "Mtrace.write/3: what must be :live, :leaks or {:diff, mark}, got: #{inspect(other)}"
-      end
-
-    File.write(path, render(sites, format, format_opts))
-  end
+  def write(path, format, opts \\ []), do: Output.write(path, format, opts)
 
   @doc """
   Sites (from `top/2`, `leaks/1` or `diff/2`) in one of the formats of `write/3`, as iodata.
@@ -580,56 +548,7 @@ defmodule Mtrace do
       ** (ArgumentError) Mtrace.render/3: expected a list of sites, got a map: with nodes:, a reader answers each node's sites in a map; render each node's list
   """
   @spec render([Site.t()], atom(), [render_option()]) :: iodata()
-  def render(sites, format, opts \\ [])
-
-  def render(sites, _format, _opts) when is_map(sites),
-    do:
-      raise(
-        ArgumentError,
-        "Mtrace.render/3: expected a list of sites, got a map: with nodes:, a reader answers " <>
-          "each node's sites in a map; render each node's list"
-      )
-
-  def render(sites, format, opts) do
-    writer = writer!("Mtrace.render/3", format)
-
-    unless Options.list_of?(sites, &is_struct(&1, Site)),
-      do:
-        raise(
-          ArgumentError,
-          "Mtrace.render/3: expected a list of Mtrace.Site structs, got: #{inspect(sites)}"
-        )
-
-    opts = Options.validate!(:render, "Mtrace.render/3", opts)
-
-    sites
-    |> Enum.map(&Mtrace.Format.certain/1)
-    |> writer.render(Enum.reject(opts, fn {_, value} -> is_nil(value) end))
-  end
-
-  defp writer!(name, format) do
-    case Mtrace.Format.writer(format) do
-      {:ok, writer} ->
-        writer
-
-      :error ->
-        raise ArgumentError,
-              "#{name}: format must be one of #{Mtrace.Format.names() |> Enum.sort() |> inspect()}, " <>
-                "got: #{inspect(format)}"
-    end
-  end
-
-  defp path!(path) when is_binary(path), do: path
-
-  defp path!(path) do
-    case is_list(path) && :unicode.characters_to_binary(path) do
-      text when is_binary(text) -> text
-      _ -> raise ArgumentError, "Mtrace.write/3: path must be a string, got: #{inspect(path)}"
-    end
-  rescue
-    ArgumentError ->
-      raise ArgumentError, "Mtrace.write/3: path must be a string, got: #{inspect(path)}"
-  end
+  def render(sites, format, opts \\ []), do: Output.render(sites, format, opts)
 
   @doc """
   The file this node's NIF loads, `priv/mtrace.so` of the mtrace application: the file to
