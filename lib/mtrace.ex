@@ -604,6 +604,10 @@ defmodule Mtrace do
       glibc's, `MTRACE_CLEAR` clears nothing and glibc's heap is not walked: leaks are found from
       the records alone.
     * `:preloaded` - whether this library is this node's `malloc` (`LD_PRELOAD`).
+    * `:malloc_ahead` - the object that defines `malloc` ahead of this library in the loader's
+      order (an allocator linked into the program, or a library preloaded before mtrace), to
+      which every library is bound: mtrace then records nothing (`:recording` is `false`);
+      `nil` when there is none.
     * `:recording` - whether this library records in this node: preloaded, or attached once
       (when `false`, every counter is 0 and `olds/2` raises).
     * `:slots`, `:slots_max`, `:grown` - the table's slots now, the most it may grow to

@@ -119,6 +119,17 @@ defmodule Mtrace.AllocatorsTest do
     assert run(program, ["4"], [{"LD_PRELOAD", preload}]) == {plain, 0}
   end
 
+  test "a node whose malloc is a library preloaded before mtrace says in stats/0 which, and records nothing" do
+    jemalloc = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
+    code = "Mtrace.stats() |> Map.take([:malloc_ahead, :recording, :preloaded, :records])"
+
+    assert node_result(code, [{"LD_PRELOAD", jemalloc <> " " <> @so}]) ==
+             %{malloc_ahead: jemalloc, recording: false, preloaded: false, records: 0}
+
+    assert %{malloc_ahead: nil, recording: true, preloaded: true} =
+             node_result(code, [{"LD_PRELOAD", @so}])
+  end
+
   @tag :tmp_dir
   test "redis-server (jemalloc) serves redis-benchmark under mtrace, shuts down cleanly and writes its report",
        %{tmp_dir: dir} do

@@ -14,6 +14,7 @@
 #include "record/account.h"
 #include "record/allocator.h"
 #include "record/beam_frames.h"
+#include "record/bindings.h"
 #include "record/hooks.h"
 #include "record/recorder.h"
 
@@ -116,7 +117,7 @@ ERL_NIF_TERM mt_nif_heap_census(ErlNifEnv *env, int argc, const ERL_NIF_TERM arg
     return enif_make_tuple_from_array(env, pair, 2);
 }
 
-#define STAT_KEYS (MT_KINDS + 46)
+#define STAT_KEYS (MT_KINDS + 47)
 
 /* The live heap the records stand for: their sizes, or with sampling their weights. */
 struct live {
@@ -172,6 +173,8 @@ ERL_NIF_TERM mt_nif_stats(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     PUT("preloaded", mt_interposing() ? mt_atom_true : mt_atom_false);
     PUT("recording", active ? mt_atom_true : mt_atom_false);
     PUT("allocator", mt_nif_string(env, mt_real.name));
+    const char *ahead = mt_ahead_name();
+    PUT("malloc_ahead", ahead ? mt_nif_string(env, ahead) : mt_atom_nil);
     PUT_U("slots", active ? mt_table_slots() : 0);
     PUT_U("slots_max", active ? mt_table_slots_max() : 0);
     PUT_U("grown", active ? mt_table_grown() : 0);

@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "record/bindings.h"
 
+#include <dlfcn.h>
 #include <gnu/libc-version.h>
 #include <link.h>
 #include <string.h>
@@ -128,4 +129,13 @@ uintptr_t mt_behind_allocator(void)
     struct order o = {at, (uintptr_t)mt_behind_allocator, (uintptr_t)gnu_get_libc_version, 0, 0, 0};
     dl_iterate_phdr(load_order, &o);
     return o.behind ? at : 0;
+}
+
+const char *mt_ahead_name(void)
+{
+    uintptr_t first = mt_behind_allocator();
+    if (!first) return NULL;
+    Dl_info info;
+    return dladdr((void *)first, &info) && info.dli_fname && *info.dli_fname ? info.dli_fname
+                                                                             : "the program";
 }

@@ -22,6 +22,10 @@
  * loaded after libc, as a NIF is), 0. */
 uintptr_t mt_behind_allocator(void);
 
+/* The path of that object (mt_behind_allocator), "the program" for the executable; NULL when
+ * there is none. For the line and the stats/0 key that say why this copy stays inert. */
+const char *mt_ahead_name(void);
+
 /* The first definition of name in load order, the one the loader binds, and the load bias of the
  * object that holds it (*base, when base is not NULL); 0 if none. */
 uintptr_t mt_definition(const char *name, uintptr_t *base);

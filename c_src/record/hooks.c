@@ -256,15 +256,12 @@ __attribute__((constructor)) static void start_if_interposing(void)
     }
     mt_inert();
     /* preloaded for a report that cannot be: say why, once, in the process that would report */
-    uintptr_t first = mt_behind_allocator();
-    if (!first) return;
+    const char *ahead = mt_ahead_name();
+    if (!ahead) return;
     mt_config_load();
     if (!mt_config_exit_report() || !mt_config_reports_here()) return;
-    Dl_info info;
     const char *parts[] = {
-        dladdr((void *)first, &info) && info.dli_fname && *info.dli_fname ? info.dli_fname
-                                                                          : "the program",
-        " defines malloc ahead of mtrace (an allocator linked in, or preloaded first): nothing is "
-        "recorded, and no report is written"};
+        ahead, " defines malloc ahead of mtrace (an allocator linked in, or preloaded first): "
+               "nothing is recorded, and no report is written"};
     mt_say(parts, 2);
 }
