@@ -10,8 +10,10 @@ RECORDER = $(SRC)/record/table.o $(SRC)/record/intern.o $(SRC)/record/cfi.o \
 ALLOCATOR = $(SRC)/record/allocator.o $(SRC)/record/bindings.o
 # The hook path: the recorder, the malloc family's hooks and the allocator they forward to.
 RECORD = $(RECORDER) $(SRC)/record/hooks.o $(ALLOCATOR)
-# Recording without a restart (and dlopen as its caller's), and what an object's unloading ends.
-ATTACH = $(SRC)/attach/attach.o $(SRC)/attach/dlopen_as.o $(SRC)/attach/unload.o
+# Recording without a restart (and dlopen as its caller's), an object loaded past the preload,
+# and what an object's unloading ends.
+ATTACH = $(SRC)/attach/attach.o $(SRC)/attach/dlopen_as.o $(SRC)/attach/load.o \
+	$(SRC)/attach/unload.o
 SYMBOLS = $(SRC)/symbols/symbols.o $(SRC)/symbols/elf.o $(SRC)/symbols/dwarf.o \
 	$(SRC)/symbols/perf.o $(SRC)/symbols/jit.o
 # Which blocks are lost: the snapshot, the stopped world, the mark and its rules.

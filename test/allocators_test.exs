@@ -119,6 +119,38 @@ defmodule Mtrace.AllocatorsTest do
     assert run(program, ["4"], [{"LD_PRELOAD", preload}]) == {plain, 0}
   end
 
+  @tag :tmp_dir
+  test "a plugin loaded with RTLD_DEEPBIND, as php loads its extensions: the exit report names memcheck's definitely lost exactly",
+       %{tmp_dir: dir} do
+    # the plugin binds the malloc family past the preload: it frees 100 of the program's blocks
+    # and gives it 150, of which it frees 50
+    program = Path.join(@bin, "deepbind")
+    plugin = Path.join(@bin, "deepbind_plugin.so")
+    {plain, 0} = run(program, [plugin])
+    assert plain == "deepbind: 100 blocks kept\n"
+
+    {memcheck, 0} = run("valgrind", ["--leak-check=full", program, plugin])
+    [_, bytes, blocks] = Regex.run(~r/definitely lost: (\d+) bytes in (\d+) blocks/, memcheck)
+    assert {bytes, blocks} == {"777", "3"}, memcheck
+
+    preloaded = Path.join(dir, "preloaded.txt")
+    {out, status} = run(program, [plugin], [{"LD_PRELOAD", @so}, {"MTRACE_REPORT", preloaded}])
+
+    for {out, status, report} <- [
+          traced(program, dir, 1, [plugin]),
+          {out, status, File.read!(preloaded)}
+        ] do
+      assert {out, status} == {plain, 0}
+      assert report =~ "leaked at exit: 777 bytes in 3 blocks (3 direct, 0 indirect)", report
+      assert report =~ "frees without a record: 0", report
+
+      assert report =~ ~r/444 bytes in 2 blocks from plugin_lose \(deepbind_plugin.c:\d+\)/,
+             report
+
+      assert report =~ ~r/333 bytes in 1 block from main \(deepbind.c:\d+\)/, report
+    end
+  end
+
   test "a node whose malloc is a library preloaded before mtrace says in stats/0 which, and records nothing" do
     jemalloc = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
     code = "Mtrace.stats() |> Map.take([:malloc_ahead, :recording, :preloaded, :records])"

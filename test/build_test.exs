@@ -16,7 +16,7 @@ defmodule Mtrace.BuildTest do
          |> List.flatten()
   @exports Enum.sort(
              @hooks ++
-               ~w(_Exit _exit dlclose nif_init mtrace_lib_active mtrace_lib_attach mtrace_lib_attach_reason
+               ~w(_Exit _exit dlclose dlopen nif_init mtrace_lib_active mtrace_lib_attach mtrace_lib_attach_reason
                   mtrace_lib_detach mtrace_lib_leaks mtrace_lib_report mtrace_lib_report_fd
                   mtrace_lib_snapshot
                   mtrace_lib_track mtrace_lib_untrack)

@@ -19,6 +19,7 @@
 #include "mark/beam_vm.h"
 #include "nif/nif_hooks.h"
 #include "out/service.h"
+#include "record/allocator.h"
 #include "record/bindings.h"
 #include "record/hooks.h"
 #include "record/recorder.h"
@@ -57,8 +58,10 @@ static size_t nwords;
 static struct target targets[MAX_TARGETS];
 static int ntargets, malloc_targets, nif_targets;
 static uintptr_t self_base, vm_base;
-/* rewriting: words are rewritten, and dlopen rewrites the objects it loads */
-static int attached, rewriting, symbols_started;
+/* rewriting: words are rewritten, and dlopen rewrites the objects it loads; preloaded: this copy
+ * is the process's malloc, to which the loader binds every object's words but those bound past
+ * it (RTLD_DEEPBIND) */
+static int attached, rewriting, symbols_started, preloaded;
 static uint64_t since_ns, realtime_s, attaches, objects, skipped, copies, pause_ns, nif_words;
 static uintptr_t dlopen_original;
 
@@ -155,7 +158,7 @@ static void patch(struct object *o, const ElfW(Rela) * r, size_t n, const ElfW(S
         uintptr_t *at = (uintptr_t *)(o->info->dlpi_addr + r[k].r_offset);
         uintptr_t v = __atomic_load_n(at, __ATOMIC_ACQUIRE);
         if (v == t->replacement) {
-            o->rewritten = 1;
+            o->rewritten |= !preloaded || nif;
             continue;
         }
         int relro;
@@ -273,7 +276,8 @@ static uint64_t stacks_so_far(void)
 }
 
 /* The functions the words must hold to be rewritten: glibc's malloc family (with malloc_family),
- * dlopen, and in a BEAM the VM's NIF API. */
+ * dlopen (the one the process binds: the preloaded copy's own interposer, else glibc's), and in a
+ * BEAM the VM's NIF API. */
 static enum mt_attach_error find_targets(int malloc_family)
 {
     void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
@@ -294,9 +298,10 @@ static enum mt_attach_error find_targets(int malloc_family)
                                                   mt_nif_hooks[i].hook, BUT_THE_VM};
     }
     dlopen_original = (uintptr_t)dlsym(libc, "dlopen");
-    if (dlopen_original)
-        targets[ntargets++] = (struct target){"dlopen", dlopen_original, (uintptr_t)attached_dlopen,
-                                              malloc_family ? EVERY_OBJECT : THE_VM};
+    uintptr_t bound = preloaded ? mt_definition("dlopen", NULL) : dlopen_original;
+    if (dlopen_original && bound)
+        targets[ntargets++] = (struct target){"dlopen", bound, (uintptr_t)attached_dlopen,
+                                              preloaded ? THE_VM : EVERY_OBJECT};
     return MT_ATTACH_OK;
 }
 
@@ -310,18 +315,39 @@ static void find_self(void)
     dlopen(self.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
 }
 
+/* In the preloaded copy: the targets once, then a pass. The malloc family's words are rewritten
+ * only where they hold glibc's functions, bound past the preload; with another allocator than
+ * glibc's those calls are the program's own business, and stay as the loader bound them. */
+static void rewrite_preloaded(void)
+{
+    if (!preloaded) {
+        preloaded = 1;
+        if (find_targets(!mt_real.foreign) != MT_ATTACH_OK) ntargets = malloc_targets = 0;
+        find_self();
+    }
+    if (ntargets && (words || (words = mt_mem_map(MAX_WORDS * sizeof *words)))) rewrite_all();
+}
+
 void mt_attach_nif_api(void)
 {
     uintptr_t base;
     if (!mt_nif_hooks_find(&base)) return;
     pthread_mutex_lock(&lock);
-    if (!rewriting && find_targets(0) == MT_ATTACH_OK &&
-        (words || (words = mt_mem_map(MAX_WORDS * sizeof *words)))) {
-        find_self();
-        rewrite_all();
-        __atomic_store_n(&rewriting, 1, __ATOMIC_RELEASE);
+    if (!rewriting) {
+        rewrite_preloaded();
+        __atomic_store_n(&rewriting, nif_targets > 0, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&lock);
+}
+
+void mt_attach_bypassed(void)
+{
+    if (!mt_interposing() || !mt_active()) return;
+    mt_guard_hold();
+    pthread_mutex_lock(&lock);
+    rewrite_preloaded();
+    pthread_mutex_unlock(&lock);
+    mt_guard_release();
 }
 
 static enum mt_attach_error attach_locked(const char *const *vars)

@@ -58,6 +58,13 @@ enum mt_attach_error mt_attach(const char *const *vars);
  * through dlopen's and dlsym's lookups. */
 void mt_attach_nif_api(void);
 
+/* In the copy that is the process's malloc (preloaded): rewrites the malloc family's words that
+ * hold glibc's own functions, which an object loaded with RTLD_DEEPBIND binds past the preload,
+ * as an attach would (with glibc's allocator only), so that its calls are recorded like every
+ * other object's; the words of the NIF API too, in a BEAM. Called by the dlopen interposer
+ * (load.c) after such a load; takes the guard. Does nothing in another copy. */
+void mt_attach_bypassed(void);
+
 /* Writes every remembered word back; the records stay, readable as before, but for those of the
  * NIF API's blocks (their frees would go unseen). */
 enum mt_attach_error mt_detach(void);
