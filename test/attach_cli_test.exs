@@ -32,6 +32,21 @@ defmodule Mtrace.AttachCliTest do
 
   defp sleeper, do: start(["20"], System.find_executable("sleep"))
 
+  # Waits, at most 10 s, until process pid runs program.
+  defp exec_done!(pid, program, tries \\ 200) do
+    case File.read_link("/proc/#{pid}/exe") do
+      {:ok, ^program} ->
+        :ok
+
+      _ when tries > 0 ->
+        Process.sleep(50)
+        exec_done!(pid, program, tries - 1)
+
+      other ->
+        flunk("process #{pid} does not run #{program}: #{inspect(other)}")
+    end
+  end
+
   # Its output and exit status.
   defp finish(port, out \\ "") do
     receive do
@@ -165,7 +180,10 @@ defmodule Mtrace.AttachCliTest do
 
     setpriv = ~w(--reuid=nobody --regid=nogroup --clear-groups) ++ [program, "10"]
     {port, pid} = start(setpriv, System.find_executable("setpriv"))
-    Process.sleep(500)
+    # setpriv runs the program in its own process: attached before that, the injector would
+    # wait in setpriv for a call that never comes
+    exec_done!(pid, program)
+    Process.sleep(200)
     injector = Path.join(Path.dirname(so()), "mtrace-inject")
 
     inject = fn mode, entry, arg ->

@@ -265,7 +265,8 @@ defmodule Mtrace.WhyTest do
   test "why/2 of a possibly lost block names the discounted word and its rule, as its site does" do
     # dead_buffer/1's data, once the resource is collected: the resource's memory, a free block of
     # the VM's now, may still point to it (free_vm_blocks). Where leaks/1 says :possible, why/2
-    # gives that word, the rule the site names, and the block; in one node of three.
+    # gives that word, the rule the site names, and the block; in one node of three (leaks/1 and
+    # why/2 each mark anew).
     at_least!(1, 3, "a possibly lost block's why", fn _ ->
       {site, why, address} =
         in_node("""
@@ -280,9 +281,10 @@ defmodule Mtrace.WhyTest do
       case {site, why} do
         {%{certainty: :possible, rules: rules}, %Mtrace.Path{root: root, links: [link]}} ->
           assert %{kind: :discounted, rule: rule, address: at} = root
-          assert rule in rules and is_integer(at)
+          assert is_integer(at)
           assert %{address: ^address, size: 777} = link
-          {:hit, rule}
+          # two marks, a moment apart: the node may have moved the word between them
+          outcome(rule in rules, rule, "why/2's rule #{rule}, the site's #{inspect(rules)}")
 
         _ ->
           {:miss, inspect({site, why})}

@@ -234,9 +234,10 @@ static void single_thread_places(void)
  * Run while the threads of threads() wait, their arenas in use. */
 static void merged_with_a_heap(void)
 {
-    char *p = malloc(1 << 20);
-    size_t len =
-        malloc_usable_size(p) + MT_CHUNK_HDR; /* the mapping: mmapped chunks have no footer */
+    /* the mapping of an mmapped chunk of 1 MiB (its two size words, no footer, a page's
+     * rounding), placed before glibc maps the chunk, which could take the room below a heap */
+    size_t page = (size_t)sysconf(_SC_PAGESIZE),
+           len = ((1u << 20) + 2 * sizeof(size_t) + page - 1) & ~(page - 1);
     void *below = MAP_FAILED;
     for (size_t i = 0; i < nlive && below == MAP_FAILED; i++) {
         if (!(((size_t *)live[i])[-1] & 4)) continue; /* not in a thread arena */
@@ -248,7 +249,11 @@ static void merged_with_a_heap(void)
         if (below != at) below = MAP_FAILED;
     }
     check(below != MAP_FAILED, "a mapping made just below a thread arena's heap");
-    if (below == MAP_FAILED) {
+    if (below == MAP_FAILED) return;
+    char *p = malloc(1 << 20);
+    if (malloc_usable_size(p) + MT_CHUNK_HDR != len) {
+        check(0, "an mmapped chunk of 1 MiB as long as its mapping was reckoned");
+        munmap(below, len);
         drop(p);
         return;
     }
