@@ -8,8 +8,9 @@ RECORDER = $(SRC)/record/table.o $(SRC)/record/intern.o $(SRC)/record/cfi.o \
 	$(SRC)/record/beam_frames.o $(SRC)/record/stack.o $(SRC)/record/recorder.o
 # The allocator the hooks forward to, and where the loader binds the malloc family's names.
 ALLOCATOR = $(SRC)/record/allocator.o $(SRC)/record/bindings.o
-# The hook path: the recorder, the malloc family's hooks and the allocator they forward to.
-RECORD = $(RECORDER) $(SRC)/record/hooks.o $(ALLOCATOR)
+# The hook path: the recorder, the malloc family's hooks, the allocator's own API's, and the
+# allocator they forward to.
+RECORD = $(RECORDER) $(SRC)/record/hooks.o $(SRC)/record/extended.o $(ALLOCATOR)
 # Recording without a restart (and dlopen as its caller's), an object loaded past the preload,
 # and what an object's unloading ends.
 ATTACH = $(SRC)/attach/attach.o $(SRC)/attach/dlopen_as.o $(SRC)/attach/load.o \
@@ -32,7 +33,7 @@ HDRS = $(SRC)/base/config.h $(SRC)/base/mem.h $(SRC)/base/platform.h $(SRC)/base
 	$(SRC)/base/sort.h $(SRC)/base/writer.h \
 	$(SRC)/record/account.h $(SRC)/record/allocator.h $(SRC)/record/beam_frames.h \
 	$(SRC)/record/bindings.h \
-	$(SRC)/record/cfi.h $(SRC)/record/hooklist.h $(SRC)/record/hooks.h $(SRC)/record/intern.h \
+	$(SRC)/record/cfi.h $(SRC)/record/extended.h $(SRC)/record/hooklist.h $(SRC)/record/hooks.h $(SRC)/record/intern.h \
 	$(SRC)/record/recorder.h $(SRC)/record/stack.h $(SRC)/record/table.h \
 	$(SRC)/attach/attach.h $(SRC)/attach/dlopen_as.h \
 	$(SRC)/symbols/symbols.h $(SRC)/symbols/backend.h \

@@ -596,6 +596,11 @@ defmodule Mtrace do
       `:enif_free_cnt` - calls traced, per function (the last three through the NIF API's
       hooks);
       `:track_cnt`, `:untrack_cnt` - calls of the C API's `mtrace_track`/`mtrace_untrack`.
+    * `:extended_alloc_cnt`, `:extended_free_cnt`, `:extended_realloc_cnt` - calls of the
+      allocator's own API where it is not glibc's (jemalloc's `mallocx`, `dallocx`, `rallocx`...,
+      tcmalloc's `tc_*`, mimalloc's `mi_*`, and the operators `new` and `delete` it defines),
+      recorded as the malloc family's; `xallocx` and `mi_expand`, which resize a block in
+      place, count as reallocations and leave its record's size as it was.
     * `:allocated_bytes`, `:used_bytes`, `:free_bytes`, `:mmap_chunks`, `:mmap_bytes` -
       glibc's `mallinfo2`: bytes malloc holds from the system (arenas and mmapped chunks), bytes
       in use, free bytes inside the arenas, mmapped chunks and their bytes.

@@ -21,14 +21,16 @@
 #include "out/service.h"
 #include "record/allocator.h"
 #include "record/bindings.h"
+#include "record/extended.h"
 #include "record/hooks.h"
 #include "record/recorder.h"
 #include "record/stack.h"
 #include "symbols/symbols.h"
 
 /* What a word may be rewritten to name: the malloc family's hooks (attached), the NIF API's
- * (in a BEAM, attached or preloaded), and dlopen's wrapper, for the objects loaded later. */
-enum where { EVERY_OBJECT, BUT_THE_VM, THE_VM };
+ * (in a BEAM, attached or preloaded), the allocator's own API's (preloaded, with another
+ * allocator than glibc's), and dlopen's wrapper, for the objects loaded later. */
+enum where { EVERY_OBJECT, BUT_THE_VM, THE_VM, BUT_THE_ALLOCATOR };
 
 struct target {
     const char *name;
@@ -39,7 +41,7 @@ struct target {
     enum where where;
 };
 
-#define MAX_TARGETS (MT_HOOKS + MT_NIF_HOOKS + 1)
+#define MAX_TARGETS (MT_HOOKS + MT_NIF_HOOKS + MT_EXTENDED + 1)
 
 /* A word rewritten: where, in which object (its load bias), what it held and holds now, and
  * whether it lies in RELRO (read-only but for the store). */
@@ -56,8 +58,8 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct word *words;
 static size_t nwords;
 static struct target targets[MAX_TARGETS];
-static int ntargets, malloc_targets, nif_targets;
-static uintptr_t self_base, vm_base;
+static int ntargets, malloc_targets, nif_targets, extended_targets;
+static uintptr_t self_base, vm_base, allocator_base;
 /* rewriting: words are rewritten, and dlopen rewrites the objects it loads; preloaded: this copy
  * is the process's malloc, to which the loader binds every object's words but those bound past
  * it (RTLD_DEEPBIND) */
@@ -150,7 +152,8 @@ static void patch(struct object *o, const ElfW(Rela) * r, size_t n, const ElfW(S
             continue;
         int i = target_of(strs + syms[sym].st_name);
         if (i < 0 || (targets[i].where == BUT_THE_VM && o->info->dlpi_addr == vm_base) ||
-            (targets[i].where == THE_VM && o->info->dlpi_addr != vm_base))
+            (targets[i].where == THE_VM && o->info->dlpi_addr != vm_base) ||
+            (targets[i].where == BUT_THE_ALLOCATOR && o->info->dlpi_addr == allocator_base))
             continue;
         const struct target *t = &targets[i];
         int nif = t->where == BUT_THE_VM;
@@ -275,14 +278,31 @@ static uint64_t stacks_so_far(void)
     return mt_stack_count();
 }
 
+/* The allocator's own functions that the process binds to its definitions (extended.h), each
+ * its hook's original from now on. */
+static void find_extended(void)
+{
+    Dl_info in;
+    if (!dladdr((void *)mt_real.malloc, &in)) return;
+    allocator_base = (uintptr_t)in.dli_fbase;
+    for (int i = 0; i < MT_EXTENDED; i++) {
+        uintptr_t base, f = mt_definition(mt_extended[i].name, &base);
+        if (!f || base != allocator_base) continue;
+        __atomic_store_n(mt_extended[i].original, (mt_word_fn)f, __ATOMIC_RELEASE);
+        targets[ntargets++] =
+            (struct target){mt_extended[i].name, f, mt_extended[i].hook, BUT_THE_ALLOCATOR};
+        extended_targets++;
+    }
+}
+
 /* The functions the words must hold to be rewritten: glibc's malloc family (with malloc_family),
- * dlopen (the one the process binds: the preloaded copy's own interposer, else glibc's), and in a
- * BEAM the VM's NIF API. */
-static enum mt_attach_error find_targets(int malloc_family)
+ * the allocator's own API (with extended), dlopen (the one the process binds: the preloaded
+ * copy's own interposer, else glibc's), and in a BEAM the VM's NIF API. */
+static enum mt_attach_error find_targets(int malloc_family, int extended)
 {
     void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
     if (!libc) return MT_ATTACH_NO_GLIBC;
-    ntargets = 0;
+    ntargets = extended_targets = 0;
     for (int i = 0; malloc_family && i < MT_HOOKS; i++) {
         uintptr_t f = (uintptr_t)dlsym(libc, mt_kind_names[i]);
         if (!f) return MT_ATTACH_NO_GLIBC;
@@ -290,6 +310,7 @@ static enum mt_attach_error find_targets(int malloc_family)
             (struct target){mt_kind_names[i], f, (uintptr_t)mt_hook_functions[i], EVERY_OBJECT};
     }
     malloc_targets = ntargets;
+    if (extended) find_extended();
     nif_targets = mt_nif_hooks_find(&vm_base);
     if (nif_targets) {
         mt_beam_vm_learn(); /* the resources' hooks ask which release runs */
@@ -317,21 +338,25 @@ static void find_self(void)
 
 /* In the preloaded copy: the targets once, then a pass. The malloc family's words are rewritten
  * only where they hold glibc's functions, bound past the preload; with another allocator than
- * glibc's those calls are the program's own business, and stay as the loader bound them. */
+ * glibc's those calls are the program's own business, and stay as the loader bound them, but
+ * for its own API's, which mtrace does not export. Those are rewritten again after every dlopen
+ * (load.c), in the objects it loaded. */
 static void rewrite_preloaded(void)
 {
     if (!preloaded) {
         preloaded = 1;
-        if (find_targets(!mt_real.foreign) != MT_ATTACH_OK) ntargets = malloc_targets = 0;
+        if (find_targets(!mt_real.foreign, mt_real.foreign) != MT_ATTACH_OK)
+            ntargets = malloc_targets = extended_targets = 0;
         find_self();
     }
     if (ntargets && (words || (words = mt_mem_map(MAX_WORDS * sizeof *words)))) rewrite_all();
+    __atomic_store_n(&mt_load_rewrites, extended_targets > 0, __ATOMIC_RELEASE);
 }
 
-void mt_attach_nif_api(void)
+void mt_attach_preloaded(void)
 {
     uintptr_t base;
-    if (!mt_nif_hooks_find(&base)) return;
+    if (!mt_real.foreign && !mt_nif_hooks_find(&base)) return;
     pthread_mutex_lock(&lock);
     if (!rewriting) {
         rewrite_preloaded();
@@ -354,7 +379,7 @@ static enum mt_attach_error attach_locked(const char *const *vars)
 {
     if (mt_interposing()) return MT_ATTACH_PRELOADED;
     if (attached) return MT_ATTACH_ALREADY;
-    enum mt_attach_error e = find_targets(1);
+    enum mt_attach_error e = find_targets(1, 0);
     if (e != MT_ATTACH_OK) return e;
     if (mt_malloc_definition() != targets[MT_MALLOC].original) return MT_ATTACH_OTHER_MALLOC;
     if (!words && !(words = mt_mem_map(MAX_WORDS * sizeof *words))) return MT_ATTACH_NO_MEMORY;

@@ -52,11 +52,17 @@ enum mt_attach_error {
  * MT_ATTACH_OK or why not; on an error nothing is rewritten. */
 enum mt_attach_error mt_attach(const char *const *vars);
 
-/* In the copy that is the process's malloc, when the process is a BEAM: rewrites the words that
- * name the NIF API (nif_hooks.h) in every object but the VM's executable, now and after each
- * dlopen, for as long as the process runs. Called once, from a constructor; allocates only
+/* In the copy that is the process's malloc (preloaded), once, from a constructor: when the
+ * process is a BEAM, rewrites the words that name the NIF API (nif_hooks.h) in every object but
+ * the VM's executable, now and after each dlopen, for as long as the process runs; when its
+ * allocator is not glibc's, the words that name that allocator's own API (extended.h) in every
+ * object but the allocator's, now and after each dlopen (mt_load_rewrites). Allocates only
  * through dlopen's and dlsym's lookups. */
-void mt_attach_nif_api(void);
+void mt_attach_preloaded(void);
+
+/* Nonzero when the dlopen interposer (load.c) must rewrite the words of the objects each load
+ * brings (mt_attach_bypassed), not only those of a RTLD_DEEPBIND load. */
+extern int mt_load_rewrites __attribute__((visibility("hidden")));
 
 /* In the copy that is the process's malloc (preloaded): rewrites the malloc family's words that
  * hold glibc's own functions, which an object loaded with RTLD_DEEPBIND binds past the preload,

@@ -2,13 +2,15 @@
  * the malloc family to glibc's definitions, past the preload (its own scope is searched before
  * the global one): mtrace would see neither its allocations nor its frees of other objects'
  * blocks, and would call those lost. After such a load, its words are rewritten as an attach
- * rewrites them (mt_attach_bypassed).
+ * rewrites them (mt_attach_bypassed); and after every load when the allocator's own API is
+ * rewritten (mt_load_rewrites), in the objects it brought.
  *
  * Every other call is glibc's own: the exported dlopen jumps to the next definition with the
  * caller's return address untouched, since glibc takes the object that return address lies in as
  * the caller, whose RPATH, RUNPATH and $ORIGIN it searches. A RTLD_DEEPBIND load, and a call
  * before the next dlopen is known, goes through load_slow, which names the file as its caller
- * would (dlopen_as.h). errno is left as the real dlopen left it.
+ * would (dlopen_as.h), as does every call while mt_load_rewrites is set. errno is left as the real
+ * dlopen left it.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -19,6 +21,7 @@
 #include "attach/dlopen_as.h"
 
 __attribute__((visibility("hidden"))) void *(*mt_next_dlopen)(const char *, int);
+int mt_load_rewrites;
 __attribute__((visibility("hidden"), used)) void *mt_load_slow(const char *file, int mode);
 
 /* RTLD_DEEPBIND is 8 in glibc's dlfcn.h: checked below. */
@@ -33,6 +36,8 @@ __asm__(".text\n"
         "  jz mt_load_slow\n"
         "  testl $8, %esi\n"
         "  jnz mt_load_slow\n"
+        "  cmpl $0, mt_load_rewrites(%rip)\n"
+        "  jne mt_load_slow\n"
         "  jmp *%rax\n"
         ".size dlopen, .-dlopen\n");
 
@@ -61,7 +66,8 @@ void *mt_load_slow(const char *file, int mode)
     char path[PATH_MAX];
     const char *as = mt_dlopen_name(file, __builtin_return_address(0), path, sizeof path);
     void *handle = next(as, mode);
-    if (handle && (mode & RTLD_DEEPBIND)) {
+    if (handle &&
+        ((mode & RTLD_DEEPBIND) || __atomic_load_n(&mt_load_rewrites, __ATOMIC_ACQUIRE))) {
         int e = errno;
         mt_attach_bypassed();
         errno = e;

@@ -349,8 +349,9 @@ __attribute__((constructor)) static void boot(void)
     /* The symbolizer's first look at the modules, before the program can unload any. */
     mt_guard_hold();
     mt_symbols_start(stacks_so_far);
-    /* in a BEAM, what NIF libraries allocate through the NIF API */
-    mt_attach_nif_api();
+    /* in a BEAM, what NIF libraries allocate through the NIF API; with another allocator than
+     * glibc's, what the program allocates through its own API */
+    mt_attach_preloaded();
     mt_guard_release();
     serve();
 }

@@ -6,12 +6,13 @@
  * names too, so that even mtrace's defaults reach them). Blocks of two allocators must never meet:
  * every hook forwards to that one allocator, and a function it does not define (jemalloc has no
  * pvalloc, and no allocator but glibc has reallocarray's glibc entry) is made from the ones it
- * does, never taken from glibc. When an object ahead of mtrace in load order defines malloc (an
- * executable linked with its own allocator, or a library preloaded before mtrace, which may
- * itself forward to the next malloc: memusage, heaptrack), the loader binds every library to it:
- * a hook is then reached for a name that object does not define, or through its forwarding, and
- * forwards to the next definition as ever; only strdup's copy (copy_malloc) comes from the malloc
- * every library is bound to, as glibc's strdup would.
+ * does, never taken from glibc. That allocator's own API beyond the family (mallocx, mi_free,
+ * its operators new and delete) is recorded by extended.h's hooks. When an object ahead of mtrace
+ * in load order defines malloc (an executable linked with its own allocator, or a library preloaded
+ * before mtrace, which may itself forward to the next malloc: memusage, heaptrack), the loader
+ * binds every library to it: a hook is then reached for a name that object does not define, or
+ * through its forwarding, and forwards to the next definition as ever; only strdup's copy
+ * (copy_malloc) comes from the malloc every library is bound to, as glibc's strdup would.
  *
  * Contract
  * - mt_real is resolved on the first call of any hook (mt_real_ready() says whether it is), by

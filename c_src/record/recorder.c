@@ -26,6 +26,9 @@ const char *const mt_kind_names[MT_KINDS] = {
     MT_FOR_EACH_HOOK(MT_KIND_NAME) MT_FOR_EACH_NIF_HOOK(MT_KIND_NAME)[MT_TRACK] = "track",
     [MT_UNTRACK] = "untrack",
     [MT_RESOURCE_DTOR] = "resource_dtor",
+    [MT_EXTENDED_ALLOC] = "extended_alloc",
+    [MT_EXTENDED_FREE] = "extended_free",
+    [MT_EXTENDED_REALLOC] = "extended_realloc",
 };
 #undef MT_KIND_NAME
 

@@ -42,7 +42,10 @@ enum mt_kind {
     MT_FOR_EACH_HOOK(MT_KIND) MT_FOR_EACH_NIF_HOOK(MT_KIND)
         MT_TRACK, /* mtrace_track and mtrace_untrack (mtrace.h): the program's own resources */
     MT_UNTRACK,
-    MT_RESOURCE_DTOR, /* a resource's end: the VM ran its type's destructor (nif_hooks.h) */
+    MT_RESOURCE_DTOR,  /* a resource's end: the VM ran its type's destructor (nif_hooks.h) */
+    MT_EXTENDED_ALLOC, /* the allocator's own API (extended.h): its allocations */
+    MT_EXTENDED_FREE,
+    MT_EXTENDED_REALLOC, /* reallocations, and resizes in place */
     MT_KINDS
 };
 #undef MT_KIND
@@ -132,6 +135,12 @@ static inline int mt_alloc_skip(void *p, size_t size)
     return 0;
 }
 
+/* After mt_enter, for a call that is counted and records nothing. Releases the guard. */
+static inline void mt_leave(void)
+{
+    mt_thread.guard = 0;
+}
+
 /* mt_alloc_slow for a block the VM's allocator served through the NIF API (nif_hooks.h): its
  * record says so (mt_record.vm). Sampling charges it as any block: mt_alloc_skip first. */
 void mt_alloc_vm(void *p, size_t size, const struct mt_site *site);
@@ -180,8 +189,9 @@ static inline void mt_forget(void *p)
     mt_thread.guard = 0;
 }
 
-/* realloc family, before the real call: takes p's record out (so no other thread can lose a
- * record at p once the real call frees it). Returns 1 when there was one. Keeps the guard. */
+/* realloc family (and the allocator's own frees, extended.h), before the real call: takes p's
+ * record out (so no other thread can lose a record at p once the real call frees it). Returns 1
+ * when there was one. Keeps the guard. */
 int mt_take(void *p, struct mt_record *old);
 
 /* realloc family, after the real call: q != NULL is recorded like a new allocation; q == NULL
