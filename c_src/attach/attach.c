@@ -348,9 +348,9 @@ static void rewrite_preloaded(void)
         if (find_targets(!mt_real.foreign, mt_real.foreign) != MT_ATTACH_OK)
             ntargets = malloc_targets = extended_targets = 0;
         find_self();
+        __atomic_store_n(&mt_load_rewrites, extended_targets > 0, __ATOMIC_RELEASE);
     }
     if (ntargets && (words || (words = mt_mem_map(MAX_WORDS * sizeof *words)))) rewrite_all();
-    __atomic_store_n(&mt_load_rewrites, extended_targets > 0, __ATOMIC_RELEASE);
 }
 
 void mt_attach_preloaded(void)

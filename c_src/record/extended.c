@@ -133,8 +133,7 @@ static inline size_t product(uintptr_t count, uintptr_t n)
 #define HOOK_REALLOCN(name)                                                                        \
     static uintptr_t name(ARGS)                                                                    \
     {                                                                                              \
-        size_t bytes = product(b, c);                                                              \
-        REALLOCATED(name, a, bytes, bytes != 0 || (b && c));                                       \
+        REALLOCATED(name, a, product(b, c), b &&c);                                                \
     }
 /* reallocf: the block is freed when the reallocation fails */
 #define HOOK_REALLOCF(name)                                                                        \
