@@ -7,6 +7,7 @@ defmodule Mtrace.AllocatorsTest do
   # every library is, and mtrace records nothing there.
   use ExUnit.Case, async: true
   import Mtrace.Test.Helpers, only: [at_least!: 5, node_result: 2, outcome: 3]
+  import Mtrace.Test.Report, only: [names: 1, report!: 1]
 
   @moduletag timeout: 300_000
   @root Path.expand("..", __DIR__)
@@ -83,26 +84,8 @@ defmodule Mtrace.AllocatorsTest do
 
   # {bytes, blocks} of the records left at exit, lost or not: what the recorder holds, whatever
   # the mark makes of it.
-  defp live(report) do
-    for label <- ["leaked at exit", "still reachable at exit"] do
-      [_, bytes, blocks] = Regex.run(~r/#{label}: (\d+) bytes in (\d+) blocks?/, report)
-      {String.to_integer(bytes), String.to_integer(blocks)}
-    end
-    |> Enum.reduce(fn {b, n}, {bytes, blocks} -> {bytes + b, blocks + n} end)
-  end
-
-  defp calls(report, kind) do
-    [_, n] = Regex.run(~r/[:,] #{kind} (\d+)/, report) || flunk(report)
-    String.to_integer(n)
-  end
-
-  # The stacks of the lost sites of a report.
-  defp lost_stacks(report) do
-    Regex.scan(~r/ lost \(\d+ direct, \d+ indirect\), site \d+ of \d+\n((?:    .*\n)+)/, report,
-      capture: :all_but_first
-    )
-    |> List.flatten()
-  end
+  defp held(%{live: {lost_bytes, lost_blocks}, reachable: {bytes, blocks}}),
+    do: {lost_bytes + bytes, lost_blocks + blocks}
 
   # extended.c's six lost blocks: five of the program's, one of the plugin it loads.
   @six {2763, 6}
@@ -117,22 +100,31 @@ defmodule Mtrace.AllocatorsTest do
       assert {std_out, std_status} == {"extended: std\n", 0}
 
       at_least!(2, 3, "#{unquote(found)} of the six lost blocks reported", [every: true], fn n ->
-        {out, status, own} = traced(program, dir, "own-#{n}", ["own"])
+        {out, status, text} = traced(program, dir, "own-#{n}", ["own"])
         assert {out, status} == {"extended: own\n", 0}
+        own = report!(text)
         # its malloc and operator new; its free, sized free and operator delete, the plugin's
         # delete; its realloc
-        assert {calls(own, "extended_alloc"), calls(own, "extended_free")} == {405, 500}, own
-        assert calls(own, "extended_realloc") == 201, own
+        assert Map.take(own.calls, ~w(extended_alloc extended_free extended_realloc)) ==
+                 %{"extended_alloc" => 405, "extended_free" => 500, "extended_realloc" => 201},
+               text
+
         # a block malloc gave and the allocator's own free took leaves no record behind, and
         # one its own malloc gave is freed with its record
-        assert live(own) == live(std), own <> std
-        assert own =~ "frees without a record: 0\n", own
+        assert held(own) == held(report!(std)), text <> std
+        assert own.unmatched_frees == 0, text
 
-        {{bytes, blocks} = amount, _} = lost(own)
+        {bytes, blocks} = own.live
+        assert Enum.sum(Enum.map(own.sites, & &1.blocks)) == blocks, text
         # never a block the program still references
-        assert Enum.all?(lost_stacks(own), &(&1 =~ ~r/: (lose_five|lose_in_plugin) \(/)), own
-        assert bytes <= elem(@six, 0) and blocks <= elem(@six, 1), own
-        outcome(blocks >= unquote(found), amount, inspect(amount))
+        assert Enum.all?(
+                 own.sites,
+                 &Enum.any?(names(&1), fn f -> f in ~w(lose_five lose_in_plugin) end)
+               ),
+               text
+
+        assert bytes <= elem(@six, 0) and blocks <= elem(@six, 1), text
+        outcome(blocks >= unquote(found), own.live, inspect(own.live))
       end)
     end
   end
