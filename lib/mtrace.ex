@@ -23,7 +23,7 @@ defmodule Mtrace do
   ...).
   """
 
-  alias Mtrace.{Cluster, Mark, Nif, Options, Output, Reader, Site}
+  alias Mtrace.{Call, Mark, Nif, Output, Reader, Site}
 
   @typedoc """
   A frame: the library's path and the name of the function its code is in (`nil` when it has
@@ -159,15 +159,7 @@ defmodule Mtrace do
       ** (ArgumentError) Mtrace.olds/2: unknown option :colour; the options are :demangle, :min_age, :max_age, :min_size, :library, :function, :erlang, :since
   """
   @spec olds(non_neg_integer(), boolean() | [olds_option()]) :: [record()]
-  def olds(n \\ 10, opts \\ false)
-
-  def olds(n, _opts) when not (is_integer(n) and n >= 0) do
-    raise ArgumentError, "Mtrace.olds/2: n must be a non-negative integer, got: #{inspect(n)}"
-  end
-
-  def olds(n, demangle) when is_boolean(demangle), do: olds(n, demangle: demangle)
-
-  def olds(n, opts), do: Reader.olds(n, Options.validate!(:olds, "Mtrace.olds/2", opts))
+  def olds(n \\ 10, opts \\ false), do: Call.olds(n, opts)
 
   @doc """
   Returns the live blocks that the program can no longer reach, by call site, largest first.
@@ -245,13 +237,7 @@ defmodule Mtrace do
       ** (ArgumentError) Mtrace.leaks/1: min_age must be a number of seconds, 0 or more, got: -1
   """
   @spec leaks([leaks_option()]) :: [Site.t()] | %{node() => [Site.t()] | {:error, term()}}
-  def leaks(opts \\ []) do
-    opts = Options.validate!(:leaks, "Mtrace.leaks/1", opts)
-
-    if opts[:nodes],
-      do: Cluster.across(:leaks, "Mtrace.leaks/1", opts, fn _node, local -> [local] end),
-      else: opts |> Reader.leaks() |> elem(0)
-  end
+  def leaks(opts \\ []), do: Call.leaks(opts)
 
   @doc """
   `leaks/1`, with what the mark did: a map of `:threads` (other threads), `:threads_stopped`,
@@ -286,18 +272,7 @@ defmodule Mtrace do
       {sites, %{pause_ns: pause}} = Mtrace.leaks_info(min_age: 0)
   """
   @spec leaks_info([leaks_option()]) :: {[Site.t()], map()}
-  def leaks_info(opts \\ []) do
-    opts = Options.validate!(:leaks, "Mtrace.leaks_info/1", opts)
-
-    if opts[:nodes],
-      do:
-        raise(
-          ArgumentError,
-          "Mtrace.leaks_info/1: nodes: is for leaks/1, top/2, diff/2 and stats/1"
-        )
-
-    Reader.leaks(opts)
-  end
+  def leaks_info(opts \\ []), do: Call.leaks_info(opts)
 
   @doc """
   Why the live block at `address` (or the one holding it) is kept: the shortest chain of
@@ -342,16 +317,7 @@ defmodule Mtrace do
   """
   @spec why(non_neg_integer(), [{:demangle, boolean()} | {:gc, boolean()}]) ::
           Mtrace.Path.t() | nil | {:error, :not_a_block}
-  def why(address, opts \\ [])
-
-  def why(address, _opts) when not (is_integer(address) and address >= 0),
-    do:
-      raise(
-        ArgumentError,
-        "Mtrace.why/2: address must be a non-negative integer, got: #{inspect(address)}"
-      )
-
-  def why(address, opts), do: Reader.why(address, Options.validate!(:why, "Mtrace.why/2", opts))
+  def why(address, opts \\ []), do: Call.why(address, opts)
 
   @doc """
   A census of glibc's heap: every block malloc holds, with or without a record, and its free
@@ -421,18 +387,7 @@ defmodule Mtrace do
   """
   @spec top(non_neg_integer(), [top_option()]) ::
           [Site.t()] | %{node() => [Site.t()] | {:error, term()}}
-  def top(n \\ 10, opts \\ [])
-
-  def top(n, _opts) when not (is_integer(n) and n >= 0),
-    do: raise(ArgumentError, "Mtrace.top/2: n must be a non-negative integer, got: #{inspect(n)}")
-
-  def top(n, opts) do
-    opts = Options.validate!(:top, "Mtrace.top/2", opts)
-
-    if opts[:nodes],
-      do: Cluster.across(:top, "Mtrace.top/2", opts, fn _node, local -> [n, local] end),
-      else: Reader.top(n, opts)
-  end
+  def top(n \\ 10, opts \\ []), do: Call.top(n, opts)
 
   @doc """
   Takes a baseline of the live heap: a `Mtrace.Mark` to give to `diff/2`, or as `since:` to the
@@ -449,13 +404,7 @@ defmodule Mtrace do
       Mtrace.diff(mark, library: "my_nif")
   """
   @spec mark([cluster_option()]) :: Mark.t() | %{node() => Mark.t() | {:error, term()}}
-  def mark(opts \\ []) do
-    opts = Options.validate!(:mark, "Mtrace.mark/1", opts)
-
-    if opts[:nodes],
-      do: Cluster.across(:mark, "Mtrace.mark/1", opts, fn _, local -> [local] end),
-      else: Reader.mark()
-  end
+  def mark(opts \\ []), do: Call.mark(opts)
 
   @doc """
   Returns, per call site, how the live heap changed since `mark`: what was allocated since and
@@ -477,24 +426,7 @@ defmodule Mtrace do
   """
   @spec diff(Mark.t() | %{node() => Mark.t()}, [diff_option()]) ::
           [Site.t()] | %{node() => [Site.t()] | {:error, term()}}
-  def diff(mark, opts \\ []) do
-    opts = Options.validate!(:diff, "Mtrace.diff/2", opts)
-
-    case {mark, opts[:nodes]} do
-      {%Mark{}, nil} ->
-        Reader.diff(mark, opts)
-
-      {%{} = marks, nodes} when not is_struct(marks) and nodes != nil ->
-        Cluster.across(:diff, "Mtrace.diff/2", opts, fn node, local ->
-          [Map.get(marks, node), local]
-        end)
-
-      _ ->
-        raise ArgumentError,
-              "Mtrace.diff/2: expected a mark, or with nodes: the map that mark(nodes: ...) " <>
-                "returned, got: #{inspect(mark)}"
-    end
-  end
+  def diff(mark, opts \\ []), do: Call.diff(mark, opts)
 
   @doc """
   Writes sites to `path` in a format that people's own tools open, and returns `:ok` or
@@ -573,19 +505,11 @@ defmodule Mtrace do
       #=> {:ok, #PID<0.321.0>}
   """
   @spec watch([watch_option()]) :: GenServer.on_start()
-  def watch(opts \\ []) do
-    opts = Options.validate!(:watch, "Mtrace.watch/1", opts)
-    GenServer.start(Mtrace.Watch, opts, name: Mtrace.Watch)
-  end
+  def watch(opts \\ []), do: Call.watch(opts)
 
   @doc "Stops the watch `watch/1` started; `:ok`, or `{:error, :not_watching}`."
   @spec unwatch() :: :ok | {:error, :not_watching}
-  def unwatch do
-    case GenServer.whereis(Mtrace.Watch) do
-      nil -> {:error, :not_watching}
-      pid -> GenServer.stop(pid)
-    end
-  end
+  def unwatch, do: Call.unwatch()
 
   @doc """
   Returns the interceptor's counters, glibc's heap figures and the table's state.
@@ -706,19 +630,7 @@ defmodule Mtrace do
       #     dropped: 0, ...}
   """
   @spec stats([cluster_option()]) :: stats() | %{node() => stats() | {:error, term()}}
-  def stats(opts \\ []) do
-    opts = Options.validate!(:stats, "Mtrace.stats/1", opts)
-
-    if opts[:nodes],
-      do:
-        :stats
-        |> Cluster.across("Mtrace.stats/1", opts, fn _, local -> [local] end)
-        |> Map.new(fn
-          {node, %{recording: false}} -> {node, {:error, :not_preloaded}}
-          answer -> answer
-        end),
-      else: Reader.stats()
-  end
+  def stats(opts \\ []), do: Call.stats(opts)
 
   @doc """
   Empties the table of live allocations and returns how many records it held.
@@ -773,16 +685,7 @@ defmodule Mtrace do
       #=> {:error, "mtrace is already attached; Mtrace.detach() first"}
   """
   @spec attach([attach_option()]) :: :ok | {:error, String.t()}
-  def attach(opts \\ []) do
-    variables = Options.validate!(:attach, "Mtrace.attach/1", opts) |> Options.variables()
-
-    if variables != [] and Reader.stats().attach in [:attached, :detached],
-      do:
-        {:error,
-         "the recording's options are fixed when mtrace first records in a node; " <>
-           "call Mtrace.attach() without options"},
-      else: Reader.attach(variables)
-  end
+  def attach(opts \\ []), do: Call.attach(opts)
 
   @doc """
   Stops recording in a node that `attach/1` attached to: every rewritten word gets its old value
