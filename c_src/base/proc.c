@@ -173,6 +173,13 @@ int mt_maps_next(const struct mt_maps *m, size_t *at, struct mt_mapping *out)
     return 0;
 }
 
+int mt_maps_find(const struct mt_maps *m, uintptr_t a, struct mt_mapping *out)
+{
+    for (size_t at = 0; mt_maps_next(m, &at, out);)
+        if (a >= out->lo && a < out->hi) return 1;
+    return 0;
+}
+
 int mt_maps_readable(const struct mt_maps *m, uintptr_t lo, uintptr_t hi)
 {
     struct mt_mapping k;

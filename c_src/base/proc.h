@@ -66,6 +66,9 @@ void mt_maps_drop(struct mt_maps *m);
 /* The mapping after *at (start with *at = 0): returns 1 and fills *out, or 0 at the end. */
 int mt_maps_next(const struct mt_maps *m, size_t *at, struct mt_mapping *out);
 
+/* The mapping that holds a, into *out: 1, or 0 when none does. */
+int mt_maps_find(const struct mt_maps *m, uintptr_t a, struct mt_mapping *out);
+
 /* Whether [lo, hi) lies inside one readable mapping. */
 int mt_maps_readable(const struct mt_maps *m, uintptr_t lo, uintptr_t hi);
 

@@ -27,6 +27,7 @@
 #include "mark/glibc_heap.h"
 #include "mark/layouts.h"
 #include "mark/rules.h"
+#include "mark/stacks.h"
 #include "mark/world.h"
 #include "record/account.h"
 #include "record/beam_frames.h"
@@ -62,8 +63,9 @@ struct ctx {
     int push;
     size_t self; /* the block being read, which its own words do not mark */
     struct mt_world *world;
-    uintptr_t self_sp; /* the calling thread's stack pointer; 0 at exit */
-    int table;         /* this copy records: its table is held while the threads are stopped */
+    struct mt_stacks stacks; /* the threads' stacks, learnt as the roots are read */
+    uintptr_t self_sp;       /* the calling thread's stack pointer; 0 at exit */
+    int table; /* this copy records: its table is held while the threads are stopped */
     /* Paths (mt_reach_paths): the queue is read first in, first out, so that the mark is a
      * breadth-first search, and each block marked notes what marked it: the block being read,
      * or root (the kind of root being read), and the address of the word (via). */
@@ -157,14 +159,6 @@ static int in_segment(uintptr_t lo, uintptr_t hi)
     return 0;
 }
 
-/* The mapping that holds a, into *m; 0 when none does. */
-static int mapping_of(struct ctx *c, uintptr_t a, struct mt_mapping *m)
-{
-    for (size_t at = 0; mt_maps_next(&c->maps, &at, m);)
-        if (a >= m->lo && a < m->hi) return 1;
-    return 0;
-}
-
 /* Whether [a, a + len) lies in one readable mapping, for reads in place: the rules read addresses
  * that words gave (a link, an allocator, a name), which may be unmapped. The last mapping found
  * is kept: most reads follow one another in it. */
@@ -173,7 +167,7 @@ static int readable(struct ctx *c, uintptr_t a, size_t len)
     if (a + len < a) return 0;
     if (a >= c->readable_lo && a + len <= c->readable_hi) return 1;
     struct mt_mapping m;
-    if (!mapping_of(c, a, &m) || !m.readable || a + len > m.hi) return 0;
+    if (!mt_maps_find(&c->maps, a, &m) || !m.readable || a + len > m.hi) return 0;
     c->readable_lo = m.lo;
     c->readable_hi = m.hi;
     return 1;
@@ -1082,152 +1076,6 @@ static int swap_in_use(void)
     return !v || *v != '0';
 }
 
-/* Where the live part of the stopped thread t's stack starts, when [lo, hi) is that stack; 0
- * when it is not. A thread's stack holds its stack pointer (the live part starts there, less the
- * red zone), unless the thread runs code of no loaded object with its stack pointer outside the
- * mapping of its thread pointer (glibc keeps a thread's struct pthread at its stack's top): then
- * the stack pointer's mapping is read whole, and in the BEAM (beam, where the JIT runs Erlang
- * code on each process's stack, in the VM's memory) the thread's own stack is live from the
- * JIT's register block up; elsewhere it is read whole too. */
-static uintptr_t stack_from(const struct mt_world_thread *t, uintptr_t lo, uintptr_t hi, int beam)
-{
-    if (t->tid <= 0 || !t->stopped) return 0;
-    int sp_in = t->sp >= lo && t->sp < hi, tp_in = t->tp >= lo && t->tp < hi;
-    if (sp_in != tp_in && !mt_beam_in_object(t->regs[MT_WORLD_RIP]))
-        return tp_in && beam ? mt_beam_jit_stack(t->regs[MT_WORLD_RBX], lo, hi) : 0;
-    return sp_in ? (t->sp - MT_RED_ZONE > lo ? t->sp - MT_RED_ZONE : lo) : 0;
-}
-
-/* Where a stack mapping's live part starts: that of the thread it belongs to, if that thread
- * stopped (stack_from; the BEAM is known by its process table, beam_heaps.h); lo when it is no
- * known thread's stack (a thread that did not stop, or memory that is no stack: the whole mapping
- * is a root). */
-static uintptr_t live_from(struct ctx *c, uintptr_t lo, uintptr_t hi)
-{
-    if (c->self_sp >= lo && c->self_sp < hi) return c->self_sp;
-    for (size_t i = 0; i < c->world->n; i++) {
-        uintptr_t from = stack_from(&c->world->t[i], lo, hi, c->gaps.processes != 0);
-        if (from) return from;
-    }
-    return lo;
-}
-
-/* The stacks of exited threads. glibc keeps a joined thread's stack mapped for a later thread,
- * and an exited one's until it is joined: their frames are dead, and their stale words would keep
- * what they pointed to (LeakSanitizer scans live threads' stacks only). glibc's struct pthread
- * lies at a stack's top, as far below it in every stack of the process (the static TLS block's
- * size), its first and third words pointing to it; the kernel clears its tid when the thread
- * exits, and glibc makes it -1 once the thread is joined. The tid's offset is learnt from the
- * calling thread's descriptor, the distance from its stack's mapping (or, for the main thread,
- * from the exited stacks themselves: tcb_found), and every stopped thread's must agree; else no
- * stack is taken for dead. */
-struct tcb_shape {
-    uintptr_t below_top; /* 0: not learnt */
-    size_t tid_at;
-    uintptr_t guard[2]; /* the stack and pointer guards, which glibc copies into every thread's */
-};
-
-/* tcbhead_t's words: the descriptor itself at 0 and 2, the two guards at 5 and 6 */
-#define TCB_WORDS 7
-
-/* Whether pd is a descriptor of this process's threads: its own address in its first and third
- * words, and the process's two guards (random, 128 bits) in its sixth and seventh. */
-static int tcb_at(const struct tcb_shape *t, uintptr_t pd, const uintptr_t *head)
-{
-    return head[0] == pd && head[2] == pd && head[5] == t->guard[0] && head[6] == t->guard[1];
-}
-
-static int tcb_read(const struct tcb_shape *t, uintptr_t pd)
-{
-    uintptr_t head[TCB_WORDS];
-    return mt_proc_read(pd, head, sizeof head) == 0 && tcb_at(t, pd, head);
-}
-
-/* The hi of the readable and writable mapping that holds a, or 0. */
-static uintptr_t mapping_top(struct ctx *c, uintptr_t a)
-{
-    struct mt_mapping m;
-    return mapping_of(c, a, &m) && m.readable && m.writable ? m.hi : 0;
-}
-
-/* The distance below a stack's top at which struct pthread lies, found where the calling thread
- * cannot show it (the main thread's lies outside its stack): at the top of each anonymous mapping
- * that holds no live thread's stack, a descriptor of this process's (tcb_at; the tid at the
- * calling thread's offset 0 or -1), at one distance in every such mapping where there is one. 0
- * when none is found, or two disagree. */
-static uintptr_t tcb_found(struct ctx *c, const struct tcb_shape *t)
-{
-    enum { SEARCH = 16384, STEP = 16 };
-    static uintptr_t top[SEARCH / sizeof(uintptr_t)];
-    uintptr_t found = 0;
-    struct mt_mapping m;
-    for (size_t at = 0; mt_maps_next(&c->maps, &at, &m);) {
-        if (!m.readable || !m.writable || m.path_len || m.hi - m.lo <= 4 * SEARCH ||
-            live_from(c, m.lo, m.hi) != m.lo || mt_proc_read(m.hi - SEARCH, top, SEARCH))
-            continue;
-        size_t past = t->tid_at + sizeof(int32_t);
-        if (past < TCB_WORDS * sizeof(uintptr_t)) past = TCB_WORDS * sizeof(uintptr_t);
-        for (uintptr_t below = STEP; below <= SEARCH - past; below += STEP) {
-            uintptr_t pd = m.hi - below;
-            const uintptr_t *head = &top[(SEARCH - below) / sizeof *top];
-            int32_t tid;
-            memcpy(&tid, (const char *)head + t->tid_at, sizeof tid);
-            if (!tcb_at(t, pd, head) || tid > 0 || tid < -1) continue;
-            if (found && found != below) return 0;
-            found = below;
-        }
-    }
-    return found;
-}
-
-/* own_hi: the top of the calling thread's stack's mapping at exit (0: from its stack pointer). */
-static struct tcb_shape tcb_learn(struct ctx *c, uintptr_t own_hi)
-{
-    struct tcb_shape no = {0, 0, {0, 0}}, t = no;
-    uintptr_t pd = (uintptr_t)pthread_self(), top = mapping_top(c, pd);
-    uint32_t words[512], tid = (uint32_t)syscall(SYS_gettid);
-    if (mt_proc_read(pd, words, sizeof words)) return no;
-    const uintptr_t *head = (const uintptr_t *)words;
-    t.guard[0] = head[5];
-    t.guard[1] = head[6];
-    if (!(t.guard[0] | t.guard[1]) || !tcb_at(&t, pd, head)) return no;
-    for (size_t i = 2 * TCB_WORDS; i < 512 && !t.tid_at; i++)
-        if (words[i] == tid) t.tid_at = i * sizeof *words;
-    if (!t.tid_at) return no;
-    /* a thread glibc started holds its descriptor in its stack's mapping, with its stack */
-    uintptr_t my_top = own_hi ? own_hi : mapping_top(c, c->self_sp);
-    int in_stack = top && top - pd <= 65536 && my_top == top;
-    t.below_top = in_stack ? top - pd : tcb_found(c, &t);
-    if (!t.below_top) return no;
-    for (size_t i = 0; i < c->world->n; i++) {
-        const struct mt_world_thread *w = &c->world->t[i];
-        uint32_t its = 0;
-        if (w->tid <= 0 || !w->stopped || mapping_top(c, w->tp) != w->tp + t.below_top) continue;
-        if (!tcb_read(&t, w->tp) || mt_proc_read(w->tp + t.tid_at, &its, sizeof its) ||
-            its != (uint32_t)w->tid)
-            return no;
-    }
-    return t;
-}
-
-/* Whether [lo, hi), a mapping that holds no live thread's stack pointer, is an exited thread's
- * stack, and where its descriptor (struct pthread) lies: below it, its stack and static TLS are
- * dead. Before the join, the descriptor holds the thread's result, which the join returns, and is
- * read whole. Once joined (tid -1), the stack waits in glibc's cache for the next thread and the
- * descriptor's words are what the thread left (a block it freed as it exited goes to the next
- * malloc), but for the DTV (its second word), which glibc keeps and gives the next thread. */
-static int exited_tcb(const struct tcb_shape *t, uintptr_t lo, uintptr_t hi, uintptr_t *pd,
-                      int *joined)
-{
-    int32_t tid = 0;
-    *pd = hi - t->below_top;
-    if (!t->below_top || hi - lo <= t->below_top || !tcb_read(t, *pd) ||
-        mt_proc_read(*pd + t->tid_at, &tid, sizeof tid) || tid > 0 || tid < -1)
-        return 0;
-    *joined = tid < 0;
-    return 1;
-}
-
 static int named(const char *p, size_t len, const char *name)
 {
     return strlen(name) == len && memcmp(p, name, len) == 0;
@@ -1240,14 +1088,16 @@ static int hides(const struct ctx *c, uintptr_t lo, uintptr_t hi, int of_file)
 {
     if (c->self_sp >= lo && c->self_sp < hi) return 1;
     for (size_t i = 0; i < c->world->n; i++)
-        if (stack_from(&c->world->t[i], lo, hi, c->gaps.processes != 0)) return 0;
+        if (mt_stacks_thread_live(&c->world->t[i], lo, hi, c->stacks.beam)) return 0;
     return !of_file && !in_segment(lo, hi);
 }
 
 static void scan_roots(struct ctx *c, uintptr_t own_lo, uintptr_t own_hi)
 {
     struct mt_mapping m;
-    struct tcb_shape tcb = tcb_learn(c, own_hi);
+    c->stacks = (struct mt_stacks){
+        .world = c->world, .maps = &c->maps, .self_sp = c->self_sp, .beam = c->gaps.processes != 0};
+    mt_stacks_learn(&c->stacks, own_hi);
     for (size_t at = 0; mt_maps_next(&c->maps, &at, &m);) {
         if (!m.readable || !m.writable) continue;
         uintptr_t lo = m.lo, hi = m.hi;
@@ -1268,11 +1118,11 @@ static void scan_roots(struct ctx *c, uintptr_t own_lo, uintptr_t own_hi)
              memcmp(q, "/dev/shm/", plen < 9 ? plen : 9) != 0))
             continue;
         c->hiding = c->hide && hides(c, lo, hi, plen != 0);
-        uintptr_t from = live_from(c, lo, hi);
+        uintptr_t from = mt_stacks_live_from(&c->stacks, lo, hi);
         c->vm = from == lo && !plen;
         uintptr_t pd;
         int joined = 0;
-        if (c->vm && exited_tcb(&tcb, lo, hi, &pd, &joined)) {
+        if (c->vm && mt_stacks_exited(&c->stacks, lo, hi, &pd, &joined)) {
             uintptr_t dtv = pd + sizeof(uintptr_t);
             note_unread(c, MT_RULE_EXITED_STACKS, from, joined ? dtv : pd);
             if (!joined) {
@@ -1410,7 +1260,7 @@ static void classify_lost(struct ctx *c)
 static void own_stack(uintptr_t sp, uintptr_t *lo, uintptr_t *hi, struct ctx *c)
 {
     struct mt_mapping m;
-    int found = mapping_of(c, sp, &m);
+    int found = mt_maps_find(&c->maps, sp, &m);
     *lo = found ? m.lo : 0;
     *hi = found ? m.hi : 0;
 }
@@ -1517,8 +1367,9 @@ static void note_threads(struct ctx *c, struct mt_reach_thread *to, const uintpt
             t->tp = c->world->t[i].tp;
             /* one that runs the JIT's code: its stack is its thread pointer's, live from there */
             uintptr_t from;
-            if (mapping_of(c, t->tp, &m) && (t->sp < m.lo || t->sp >= m.hi) &&
-                (from = stack_from(&c->world->t[i], m.lo, m.hi, c->gaps.processes != 0))) {
+            if (mt_maps_find(&c->maps, t->tp, &m) && (t->sp < m.lo || t->sp >= m.hi) &&
+                (from =
+                     mt_stacks_thread_live(&c->world->t[i], m.lo, m.hi, c->gaps.processes != 0))) {
                 t->sp = from;
                 t->lo = m.lo;
                 t->hi = m.hi;
@@ -1529,7 +1380,7 @@ static void note_threads(struct ctx *c, struct mt_reach_thread *to, const uintpt
             t->sp = c->self_sp;
             t->tp = (uintptr_t)pthread_self();
         }
-        int found = mapping_of(c, t->sp, &m);
+        int found = mt_maps_find(&c->maps, t->sp, &m);
         t->lo = found ? m.lo : 0;
         t->hi = found ? m.hi : 0;
         /* its frames, read in place: only in a mapping that can be read */
