@@ -659,9 +659,12 @@ defmodule Mtrace do
   `:attached`), and their frees count as `:untracked_frees`. An address of `malloc` that the
   program copied into its own memory before the attach is not seen through.
 
+  Where the node's `malloc` is another allocator's (jemalloc preloaded, say), the hooks forward
+  to it, and its own API is recorded too.
+
   Returns `:ok`, or `{:error, reason}` with a sentence saying why and what to do: mtrace is
-  preloaded (it records already), already attached, another allocator than glibc's is `malloc`,
-  or options were given to a second attach.
+  preloaded (it records already), already attached, `malloc` is the executable's own or another
+  copy of mtrace's, or options were given to a second attach.
 
   ## Options
 

@@ -343,6 +343,46 @@ defmodule Mtrace.AttachCliTest do
     assert String.to_integer(sum) == 20000 * String.to_integer(rounds)
   end
 
+  # attachprog linked with another allocator than glibc's: the hooks forward to it, the
+  # injector stops the program at its entry (the program never enters glibc's malloc), and the
+  # blocks made since the attach are named by their stacks. Reachability needs glibc's heap walk
+  # for the blocks from before the attach, so the report lists live blocks, and says why.
+  for allocator <- ~w(jemalloc tcmalloc mimalloc) do
+    test "attach to a program linked with #{allocator}: its blocks are recorded; detached, it ends as it would have" do
+      program = bin("attachprog-#{unquote(allocator)}")
+      # what the program says without mtrace (mimalloc's posix_memalign sets errno once)
+      {plain, 7} = System.cmd(program, ["2"], env: [{"LD_PRELOAD", nil}])
+
+      [_, plain_errno] =
+        Regex.run(~r/errno changed (\d+), corrupt 0, children failed 0\n$/, plain)
+
+      {port, pid} = start(["8"], program)
+      Process.sleep(700)
+      assert {"mtrace: attached to process " <> _, 0} = mtrace!(["attach", "#{pid}"])
+      Process.sleep(1000)
+      {out, 0} = mtrace!(["report", "#{pid}"])
+      r = report!(out)
+      assert r.complete
+      assert out =~ ~r/^  allocator: \S*lib#{unquote(allocator)}\S* \(not glibc's/m, out
+      assert out =~ "reachability: not known", out
+
+      # each block lost since the attach is live with its stack: one every 50 steps of 1 ms
+      lose = site!(r, "attach_lose")
+      assert ["malloc", "attach_lose", "main"] = names(lose) |> Enum.take(3)
+      assert lose.blocks >= 5 and lose.bytes == lose.blocks * 100
+      # the ring's blocks, renewed through every allocating function
+      assert Enum.count(r.sites, &("attach_get" in names(&1))) == 5
+      assert r.unmatched_frees > 0
+
+      assert {"mtrace: detached from process #{pid}\n", 0} == mtrace!(["detach", "#{pid}"])
+      {out, status} = finish(port)
+      assert status == 7
+
+      assert out =~
+               ~r/^attachprog: lost \d+, errno changed #{plain_errno}, corrupt 0, children failed 0\n$/
+    end
+  end
+
   test "a static program is refused with its reason" do
     {port, pid} = start(["2"], bin("attachprog_static"))
     Process.sleep(200)

@@ -282,9 +282,6 @@ static uint64_t stacks_so_far(void)
  * its hook's original from now on. */
 static void find_extended(void)
 {
-    Dl_info in;
-    if (!dladdr((void *)mt_real.malloc, &in)) return;
-    allocator_base = (uintptr_t)in.dli_fbase;
     for (int i = 0; i < MT_EXTENDED; i++) {
         uintptr_t base, f = mt_definition(mt_extended[i].name, &base);
         if (!f || base != allocator_base) continue;
@@ -295,22 +292,42 @@ static void find_extended(void)
     }
 }
 
-/* The functions the words must hold to be rewritten: glibc's malloc family (with malloc_family),
- * the allocator's own API (with extended), dlopen (the one the process binds: the preloaded
- * copy's own interposer, else glibc's), and in a BEAM the VM's NIF API. */
+/* The malloc family's functions that the words hold: glibc's, in every object; or, where another
+ * allocator is the process's (foreign), those it defines, in every object but its own (a name it
+ * does not define is glibc's, whose calls reach the allocator through libc's own words). */
+static enum mt_attach_error find_family(void *libc, int foreign)
+{
+    for (int i = 0; i < MT_HOOKS; i++) {
+        uintptr_t base = 0, f;
+        if (foreign) {
+            if (!(f = mt_definition(mt_kind_names[i], &base)) || base != allocator_base) continue;
+        } else if (!(f = (uintptr_t)dlsym(libc, mt_kind_names[i]))) {
+            return MT_ATTACH_NO_GLIBC;
+        }
+        targets[ntargets++] = (struct target){mt_kind_names[i], f, (uintptr_t)mt_hook_functions[i],
+                                              foreign ? BUT_THE_ALLOCATOR : EVERY_OBJECT};
+    }
+    return MT_ATTACH_OK;
+}
+
+/* The functions the words must hold to be rewritten: the malloc family (with malloc_family:
+ * glibc's, or the allocator's when mt_real is foreign), the allocator's own API (with extended),
+ * dlopen (the one the process binds: the preloaded copy's own interposer, else glibc's), and in a
+ * BEAM the VM's NIF API. */
 static enum mt_attach_error find_targets(int malloc_family, int extended)
 {
     void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
     if (!libc) return MT_ATTACH_NO_GLIBC;
     ntargets = extended_targets = 0;
-    for (int i = 0; malloc_family && i < MT_HOOKS; i++) {
-        uintptr_t f = (uintptr_t)dlsym(libc, mt_kind_names[i]);
-        if (!f) return MT_ATTACH_NO_GLIBC;
-        targets[ntargets++] =
-            (struct target){mt_kind_names[i], f, (uintptr_t)mt_hook_functions[i], EVERY_OBJECT};
+    Dl_info in;
+    allocator_base =
+        mt_real.foreign && dladdr((void *)mt_real.malloc, &in) ? (uintptr_t)in.dli_fbase : 0;
+    if (malloc_family) {
+        enum mt_attach_error e = find_family(libc, mt_real.foreign);
+        if (e != MT_ATTACH_OK) return e;
     }
     malloc_targets = ntargets;
-    if (extended) find_extended();
+    if (extended && allocator_base) find_extended();
     nif_targets = mt_nif_hooks_find(&vm_base);
     if (nif_targets) {
         mt_beam_vm_learn(); /* the resources' hooks ask which release runs */
@@ -375,11 +392,34 @@ void mt_attach_bypassed(void)
     mt_guard_release();
 }
 
+/* The allocator the process binds becomes the hooks' (allocator.h), unless recording it would
+ * miss calls: an allocator defined in the executable (its own calls of it bind in place, past
+ * every word), or ahead of a copy of mtrace that is preloaded behind it, or another copy of
+ * mtrace (it records already). */
+static enum mt_attach_error adopt_allocator(void)
+{
+    uintptr_t f = mt_definition("malloc", NULL);
+    Dl_info in;
+    struct link_map *map = NULL;
+    if (!f || !dladdr1((void *)f, &in, (void **)&map, RTLD_DL_LINKMAP) || !map)
+        return MT_ATTACH_NO_GLIBC;
+    void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+    if (libc && f == (uintptr_t)dlsym(libc, "malloc")) return MT_ATTACH_OK;
+    if (mt_behind_allocator() || !map->l_name[0]) return MT_ATTACH_OTHER_MALLOC;
+    void *definer = dlopen(map->l_name, RTLD_LAZY | RTLD_NOLOAD);
+    int mtrace = definer && dlsym(definer, "nif_init") && dlsym(definer, "malloc") == (void *)f;
+    if (definer) dlclose(definer);
+    if (mtrace) return MT_ATTACH_OTHER_MALLOC;
+    mt_real_adopt();
+    return mt_real.foreign ? MT_ATTACH_OK : MT_ATTACH_OTHER_MALLOC;
+}
+
 static enum mt_attach_error attach_locked(const char *const *vars)
 {
     if (mt_interposing()) return MT_ATTACH_PRELOADED;
     if (attached) return MT_ATTACH_ALREADY;
-    enum mt_attach_error e = find_targets(1, 0);
+    enum mt_attach_error e = adopt_allocator();
+    if (e == MT_ATTACH_OK) e = find_targets(1, mt_real.foreign);
     if (e != MT_ATTACH_OK) return e;
     if (mt_malloc_definition() != targets[MT_MALLOC].original) return MT_ATTACH_OTHER_MALLOC;
     if (!words && !(words = mt_mem_map(MAX_WORDS * sizeof *words))) return MT_ATTACH_NO_MEMORY;
@@ -456,9 +496,10 @@ const char *mt_attach_reason(enum mt_attach_error e)
     case MT_ATTACH_NOT_ATTACHED:
         return "mtrace is not attached";
     case MT_ATTACH_OTHER_MALLOC:
-        return "another library defines malloc in this process (a preloaded allocator such as "
-               "jemalloc or tcmalloc, or mtrace preloaded from another path): mtrace can only "
-               "attach to glibc's malloc";
+        return "malloc in this process is the program's own (linked in), another copy of "
+               "mtrace's, or a library's preloaded ahead of mtrace: an attach would miss its "
+               "calls (an allocator in a library of its own, as jemalloc, tcmalloc and mimalloc "
+               "are, can be attached to)";
     case MT_ATTACH_NO_GLIBC:
         return "libc.so.6 is not loaded or lacks a malloc function: mtrace attaches to glibc only";
     case MT_ATTACH_NO_RECORDER:

@@ -9,7 +9,11 @@
  * each word named by a JUMP_SLOT, GLOB_DAT or R_X86_64_64 (addend 0) relocation to one of the
  * hooked functions (hooklist.h) at this copy's hook, when the word holds glibc's function (or,
  * for a lazy JUMP_SLOT, the object's own PLT stub while glibc's function is what the process
- * binds the name to): a word holding another allocator's function is left alone. Words in RELRO
+ * binds the name to). Where the process binds malloc to another allocator, a library of its own
+ * (jemalloc, tcmalloc, mimalloc), the hooks forward to it (allocator.h's mt_real_adopt), and the
+ * words rewritten are those that hold its functions, and its own API's (extended.h), in every
+ * object but its own; an allocator in the executable, or another copy of mtrace, is refused: calls
+ * of it that no word carries would go unseen. Words in RELRO
  * are made writable for the store and read-only again. Each rewritten word is remembered
  * (object base, address, old value); mt_detach() stores every old value back, in the objects
  * still loaded at the same base whose word still holds the hook. Words naming dlopen point at a
@@ -26,7 +30,7 @@
  *   there allocate). They may allocate (dlopen of libc with RTLD_NOLOAD) and must be called with
  *   the recorder's guard held, as every NIF runs.
  * - The stores are single aligned 8-byte stores: a thread calling through a word sees the old or
- *   the new function, both of which work on any block (the hooks forward to glibc).
+ *   the new function, both of which work on any block (the hooks forward to the same allocator).
  * - mtrace.so is never unloaded once attached: the rewritten words and any copy of them point
  *   into it.
  */
@@ -40,7 +44,8 @@ enum mt_attach_error {
     MT_ATTACH_PRELOADED,    /* this copy is the preloaded malloc: recording already */
     MT_ATTACH_ALREADY,      /* attached, not detached since */
     MT_ATTACH_NOT_ATTACHED, /* mt_detach without an attach */
-    MT_ATTACH_OTHER_MALLOC, /* another object (another copy of mtrace, jemalloc...) is malloc */
+    MT_ATTACH_OTHER_MALLOC, /* malloc is the executable's, another mtrace's, or ahead of this copy
+                             */
     MT_ATTACH_NO_GLIBC,     /* libc.so.6 is not loaded, or lacks a hooked function */
     MT_ATTACH_NO_RECORDER,  /* the recorder could not start (its tables could not be mapped) */
     MT_ATTACH_NO_MEMORY,    /* the list of rewritten words could not be mapped */

@@ -46,7 +46,7 @@
 #include <unistd.h>
 
 #define THREADS_MAX 4096
-#define BREAKS_MAX 8
+#define BREAKS_MAX 32
 #define RED_ZONE 128
 #define CALL_SECONDS 30
 
@@ -115,42 +115,89 @@ static uintptr_t base_of(const char *suffix, char *path, size_t cap)
 }
 
 /* The value of each of the n dynamic symbols names[] in the ELF file at path (0 for a missing
- * one); -1 when the file cannot be read as one. */
-static int symbols(const char *path, const char *const *names, uintptr_t *values, size_t n)
+ * one), and in *type its e_type (when type is not NULL); -1 when the file cannot be read as one.
+ * Only the headers and the dynamic symbol table are read: a program may be large. */
+static int symbols(const char *path, const char *const *names, uintptr_t *values, size_t n,
+                   int *type)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0 || st.st_size < (off_t)sizeof(Elf64_Ehdr)) {
+    Elf64_Ehdr eh;
+    if (fd < 0 || fstat(fd, &st) != 0 || pread(fd, &eh, sizeof eh, 0) != (ssize_t)sizeof eh ||
+        memcmp(eh.e_ident, ELFMAG, SELFMAG) || eh.e_shentsize != sizeof(Elf64_Shdr) ||
+        eh.e_shoff + (size_t)eh.e_shnum * sizeof(Elf64_Shdr) > (size_t)st.st_size) {
         if (fd >= 0) close(fd);
         return -1;
     }
-    char *elf = malloc((size_t)st.st_size);
-    int ok = elf && pread(fd, elf, (size_t)st.st_size, 0) == st.st_size;
-    close(fd);
-    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)elf;
-    if (!ok || memcmp(eh->e_ident, ELFMAG, SELFMAG) ||
-        eh->e_shoff + (size_t)eh->e_shnum * sizeof(Elf64_Shdr) > (size_t)st.st_size) {
-        free(elf);
-        return -1;
-    }
-    const Elf64_Shdr *sh = (const Elf64_Shdr *)(elf + eh->e_shoff);
+    if (type) *type = eh.e_type;
+    size_t shbytes = (size_t)eh.e_shnum * sizeof(Elf64_Shdr);
+    Elf64_Shdr *sh = malloc(shbytes ? shbytes : 1);
+    int ok = sh && pread(fd, sh, shbytes, (off_t)eh.e_shoff) == (ssize_t)shbytes;
     for (size_t i = 0; i < n; i++)
         values[i] = 0;
-    for (size_t s = 0; s < eh->e_shnum; s++) {
-        if (sh[s].sh_type != SHT_DYNSYM || sh[s].sh_link >= eh->e_shnum) continue;
-        const Elf64_Sym *sym = (const Elf64_Sym *)(elf + sh[s].sh_offset);
-        const char *str = elf + sh[sh[s].sh_link].sh_offset;
-        size_t count = sh[s].sh_size / sizeof *sym, strsize = sh[sh[s].sh_link].sh_size;
-        if (sh[s].sh_offset + sh[s].sh_size > (size_t)st.st_size) break;
-        for (size_t k = 0; k < count; k++) {
-            if (sym[k].st_shndx == SHN_UNDEF || sym[k].st_name >= strsize) continue;
-            for (size_t i = 0; i < n; i++)
-                if (!values[i] && !strcmp(str + sym[k].st_name, names[i]))
-                    values[i] = sym[k].st_value;
+    for (size_t s = 0; ok && s < eh.e_shnum; s++) {
+        if (sh[s].sh_type != SHT_DYNSYM || sh[s].sh_link >= eh.e_shnum) continue;
+        const Elf64_Shdr *ss = &sh[s], *ts = &sh[sh[s].sh_link];
+        if (ss->sh_offset + ss->sh_size > (size_t)st.st_size ||
+            ts->sh_offset + ts->sh_size > (size_t)st.st_size)
+            break;
+        Elf64_Sym *sym = malloc(ss->sh_size ? ss->sh_size : 1);
+        char *str = malloc(ts->sh_size + 1);
+        if (sym && str &&
+            pread(fd, sym, ss->sh_size, (off_t)ss->sh_offset) == (ssize_t)ss->sh_size &&
+            pread(fd, str, ts->sh_size, (off_t)ts->sh_offset) == (ssize_t)ts->sh_size) {
+            str[ts->sh_size] = 0;
+            for (size_t k = 0, count = ss->sh_size / sizeof *sym; k < count; k++) {
+                if (sym[k].st_shndx == SHN_UNDEF || sym[k].st_name >= ts->sh_size) continue;
+                for (size_t i = 0; i < n; i++)
+                    if (!values[i] && !strcmp(str + sym[k].st_name, names[i]))
+                        values[i] = sym[k].st_value;
+            }
         }
+        free(sym);
+        free(str);
     }
-    free(elf);
-    return 0;
+    free(sh);
+    close(fd);
+    return ok ? 0 : -1;
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && !strcmp(s + n - k, suffix);
+}
+
+/* The entries of malloc, calloc, realloc and free in every object mapped but libc, the loader
+ * and mtrace, that defines them: an allocator the program is linked with (jemalloc, tcmalloc,
+ * mimalloc), or its own. A thread entering any allocator holds none of its locks; a program whose
+ * malloc is not glibc's never enters glibc's. Writes at most cap addresses to out; returns how
+ * many. */
+static size_t allocator_entries(uintptr_t *out, size_t cap)
+{
+    static const char *const names[4] = {"malloc", "calloc", "realloc", "free"};
+    char name[64], line[4096], last[4096] = "";
+    snprintf(name, sizeof name, "/proc/%d/maps", pid);
+    FILE *f = fopen(name, "r");
+    size_t got = 0;
+    while (f && got + 4 <= cap && fgets(line, sizeof line, f)) {
+        unsigned long lo, hi, off;
+        char perms[8] = "", file[4096] = "", path[4200];
+        if (sscanf(line, "%lx-%lx %7s %lx %*s %*s %4095s", &lo, &hi, perms, &off, file) < 5 ||
+            perms[2] != 'x' || off > lo || file[0] != '/' || !strcmp(file, last) ||
+            ends_with(file, "/libc.so.6") || strstr(file, "/ld-linux") ||
+            ends_with(file, "/mtrace.so") || !strncmp(file, "/memfd:", 7))
+            continue;
+        snprintf(last, sizeof last, "%s", file);
+        snprintf(path, sizeof path, "/proc/%d/root%s", pid, file);
+        uintptr_t v[4];
+        int type = 0;
+        if (symbols(path, names, v, 4, &type) != 0) continue;
+        for (int i = 0; i < 4; i++)
+            if (v[i]) out[got++] = v[i] + (type == ET_EXEC ? 0 : lo - off);
+    }
+    if (f) fclose(f);
+    return got;
 }
 
 static int traced(pid_t tid)
@@ -495,7 +542,7 @@ int main(int argc, char **argv)
     char path[4200];
     uintptr_t libc_base = base_of("/libc.so.6", path, sizeof path);
     if (!libc_base) fail(1, "the process has no glibc loaded");
-    if (symbols(path, libc_names, libc, LIBC_NAMES) != 0 || !libc[DLOPEN] || !libc[DLSYM])
+    if (symbols(path, libc_names, libc, LIBC_NAMES, NULL) != 0 || !libc[DLOPEN] || !libc[DLSYM])
         fail(1, "libc.so.6 in the process has no dlopen (glibc 2.34 or later is needed)");
     for (int i = 0; i < LIBC_NAMES; i++)
         if (libc[i]) libc[i] += libc_base;
@@ -507,9 +554,12 @@ int main(int argc, char **argv)
     /* else a copy an earlier attach loaded as bytes, which the maps name after its memfd */
     uintptr_t bytes_base = own_base ? 0 : base_of("/memfd:mtrace.so", own, sizeof own);
     uintptr_t base = own_base ? own_base : bytes_base;
-    if (base && symbols(own, hook_names, hooks, 4) == 0)
+    if (base && symbols(own, hook_names, hooks, 4, NULL) == 0)
         for (int i = 0; i < 4; i++)
             if (hooks[i]) hooks[i] += base;
+
+    uintptr_t others[BREAKS_MAX - 8];
+    size_t nothers = allocator_entries(others, sizeof others / sizeof *others);
 
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
@@ -561,6 +611,9 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof entries / sizeof *entries; i++)
         if (entries[i] && !is_break(entries[i]) && peek(entries[i], &breaks[nbreaks].byte, 1) == 0)
             breaks[nbreaks++].at = entries[i];
+    for (size_t i = 0; i < nothers && nbreaks < BREAKS_MAX; i++)
+        if (!is_break(others[i]) && peek(others[i], &breaks[nbreaks].byte, 1) == 0)
+            breaks[nbreaks++].at = others[i];
     set_breaks(1);
     for (size_t i = 0; i < nthreads; i++)
         ptrace(PTRACE_CONT, threads[i], 0, 0);
@@ -595,7 +648,7 @@ int main(int argc, char **argv)
         /* the copy loaded as bytes: its entry points at its base, by its own symbols */
         const char *const names[2] = {entry, "mtrace_lib_attach_reason"};
         uintptr_t v[2];
-        ok = symbols(own, names, v, 2) == 0 && v[0];
+        ok = symbols(own, names, v, 2, NULL) == 0 && v[0];
         if (ok) {
             fn = bytes_base + v[0];
             bytes_reason = v[1] ? bytes_base + v[1] : 0;

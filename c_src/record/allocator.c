@@ -62,9 +62,9 @@ int mt_real_resolving(void)
 
 /* The allocator's own function name, or NULL where it has none: a definition that is glibc's
  * (the next one in lookup order when the allocator does not define the name) is not its. */
-static void *own(const char *name, const void *libc_base)
+static void *own(void *where, const char *name, const void *libc_base)
 {
-    void *fn = dlsym(RTLD_NEXT, name);
+    void *fn = dlsym(where, name);
     Dl_info info;
     if (!fn || (dladdr(fn, &info) && info.dli_fbase == libc_base)) return NULL;
     return fn;
@@ -108,32 +108,33 @@ static void *realloc_array(void *p, size_t count, size_t n)
     return mt_real.realloc(p, bytes);
 }
 
-/* The allocator that follows this copy in lookup order (dlsym(RTLD_NEXT)), whole, or glibc's. */
-static struct mt_real following(void)
+/* The allocator that dlsym finds from where (RTLD_NEXT: the one that follows this copy in lookup
+ * order; RTLD_DEFAULT: the one the process binds), whole, or glibc's. */
+static struct mt_real found(void *where)
 {
     /* libc is found by a function of its own: tcmalloc and mimalloc define __libc_malloc too */
     Dl_info libc;
     const void *libc_base = dladdr((void *)gnu_get_libc_version, &libc) ? libc.dli_fbase : NULL;
     struct mt_real r = mt_real;
-    void *m = dlsym(RTLD_NEXT, "malloc");
+    void *m = dlsym(where, "malloc");
     Dl_info info;
     r.foreign = m && dladdr(m, &info) && info.dli_fbase != libc_base;
     if (r.foreign) {
         r.name = info.dli_fname;
         r.malloc = m;
-        r.calloc = own("calloc", libc_base);
-        r.realloc = own("realloc", libc_base);
-        r.free = own("free", libc_base);
-        r.posix_memalign = own("posix_memalign", libc_base);
+        r.calloc = own(where, "calloc", libc_base);
+        r.realloc = own(where, "realloc", libc_base);
+        r.free = own(where, "free", libc_base);
+        r.posix_memalign = own(where, "posix_memalign", libc_base);
         if (!r.calloc || !r.realloc || !r.free || !r.posix_memalign) {
             /* not a whole allocator: glibc's stays */
             r = mt_real;
         } else {
-            r.memalign = own("memalign", libc_base);
-            r.aligned_alloc = own("aligned_alloc", libc_base);
-            r.valloc = own("valloc", libc_base);
-            r.pvalloc = own("pvalloc", libc_base);
-            r.reallocarray = own("reallocarray", libc_base);
+            r.memalign = own(where, "memalign", libc_base);
+            r.aligned_alloc = own(where, "aligned_alloc", libc_base);
+            r.valloc = own(where, "valloc", libc_base);
+            r.pvalloc = own(where, "pvalloc", libc_base);
+            r.reallocarray = own(where, "reallocarray", libc_base);
             if (!r.memalign) r.memalign = aligned;
             if (!r.aligned_alloc) r.aligned_alloc = aligned;
             if (!r.valloc) r.valloc = page_aligned;
@@ -142,18 +143,18 @@ static struct mt_real following(void)
         }
     }
     if (!r.foreign) {
-        r.posix_memalign = dlsym(RTLD_NEXT, "posix_memalign");
-        r.aligned_alloc = dlsym(RTLD_NEXT, "aligned_alloc");
-        r.reallocarray = dlsym(RTLD_NEXT, "reallocarray");
+        r.posix_memalign = dlsym(where, "posix_memalign");
+        r.aligned_alloc = dlsym(where, "aligned_alloc");
+        r.reallocarray = dlsym(where, "reallocarray");
     }
     return r;
 }
 
-void mt_real_resolve(void)
+static void resolve(void *where)
 {
     int e = errno;
     resolving = 1;
-    struct mt_real r = following();
+    struct mt_real r = found(where);
     /* glibc's strdup would call the malloc every library is bound to: an object's ahead of this
      * copy, whose hooks are then reached only through that object's own forwarding */
     void *first = (void *)mt_behind_allocator();
@@ -162,4 +163,14 @@ void mt_real_resolve(void)
     __atomic_store_n(&mt_real_resolved, 1, __ATOMIC_RELEASE);
     resolving = 0;
     errno = e;
+}
+
+void mt_real_resolve(void)
+{
+    resolve(RTLD_NEXT);
+}
+
+void mt_real_adopt(void)
+{
+    resolve(RTLD_DEFAULT);
 }

@@ -50,6 +50,11 @@ extern struct mt_real mt_real;
 
 void mt_real_resolve(void);
 
+/* For a copy that no object's lookup reaches (dlopened, to be attached): mt_real becomes the
+ * allocator the process binds (dlsym(RTLD_DEFAULT)), glibc's or another. Only before any hook of
+ * this copy has been called: after it, mt_real is constant again. */
+void mt_real_adopt(void);
+
 static inline int mt_real_ready(void)
 {
     extern int mt_real_resolved;
