@@ -2,6 +2,7 @@
 #include "record/extended.h"
 
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "record/recorder.h"
@@ -9,27 +10,33 @@
 #define ORIGINAL(name, shape) static mt_word_fn original_##name;
 MT_FOR_EACH_EXTENDED(ORIGINAL)
 
-#define ARGS uintptr_t a, uintptr_t b, uintptr_t c, uintptr_t d
-#define CALL(name) __atomic_load_n(&original_##name, __ATOMIC_ACQUIRE)(a, b, c, d)
+/* Every argument register is passed on (six on x86-64), whatever the function takes. A heap's
+ * function (mimalloc's mi_heap_*) takes the heap first, then the arguments of the function it
+ * is the heap's form of: its hook is that function's shape over the arguments after the heap. */
+#define PLAIN_PARAMS uintptr_t a, uintptr_t b, uintptr_t c, uintptr_t d, uintptr_t e, uintptr_t f
+#define PLAIN_FORWARD a, b, c, d, e, f
+#define HEAP_PARAMS uintptr_t h, uintptr_t a, uintptr_t b, uintptr_t c, uintptr_t d, uintptr_t e
+#define HEAP_FORWARD h, a, b, c, d, e
+#define CALL(name, P) __atomic_load_n(&original_##name, __ATOMIC_ACQUIRE)(P##_FORWARD)
 
 /* An allocation of size bytes: the allocator's answer, recorded. The allocator runs inside the
  * guard, as under the malloc family's hooks: a call of its own through the malloc family's names
  * is not recorded a second time. */
-#define ALLOCATED(name, size)                                                                      \
+#define ALLOCATED(name, size, P)                                                                   \
     do {                                                                                           \
         size_t size_ = (size);                                                                     \
-        if (!mt_enter(MT_EXTENDED_ALLOC)) return CALL(name);                                       \
-        uintptr_t p_ = CALL(name);                                                                 \
+        if (!mt_enter(MT_EXTENDED_ALLOC)) return CALL(name, P);                                    \
+        uintptr_t p_ = CALL(name, P);                                                              \
         mt_alloc_done((void *)p_, size_, &MT_SITE(name));                                          \
         return p_;                                                                                 \
     } while (0)
 
 /* The same for a function that may throw (operator new): recorded once it has answered, since a
  * throw would leave the guard held. */
-#define NEWED(name, size)                                                                          \
+#define NEWED(name, size, P)                                                                       \
     do {                                                                                           \
         size_t size_ = (size);                                                                     \
-        uintptr_t p_ = CALL(name);                                                                 \
+        uintptr_t p_ = CALL(name, P);                                                              \
         if (mt_enter(MT_EXTENDED_ALLOC)) mt_alloc_done((void *)p_, size_, &MT_SITE(name));         \
         return p_;                                                                                 \
     } while (0)
@@ -41,131 +48,193 @@ static inline size_t product(uintptr_t count, uintptr_t n)
 }
 
 /* A block p moved to one of size bytes; keep: whether a NULL answer leaves p live. */
-#define REALLOCATED(name, p, size, keep)                                                           \
+#define REALLOCATED(name, p, size, keep, P)                                                        \
     do {                                                                                           \
         struct mt_record old_;                                                                     \
         if (!mt_enter(MT_EXTENDED_REALLOC)) {                                                      \
             int had_ = mt_take_unentered((void *)(p), &old_);                                      \
-            uintptr_t q_ = CALL(name);                                                             \
+            uintptr_t q_ = CALL(name, P);                                                          \
             if (had_ && !q_ && (keep)) mt_put_back_unentered(&old_);                               \
             return q_;                                                                             \
         }                                                                                          \
         int had_ = mt_take((void *)(p), &old_);                                                    \
-        uintptr_t q_ = CALL(name);                                                                 \
+        uintptr_t q_ = CALL(name, P);                                                              \
         mt_realloc_done((void *)q_, (size), &MT_SITE(name), had_ && (keep), &old_);                \
         return q_;                                                                                 \
     } while (0)
 
 /* size in the first argument (mallocx, tc_malloc, mi_malloc_aligned, nothrow new...) */
-#define HOOK_ALLOC(name)                                                                           \
-    static uintptr_t name(ARGS)                                                                    \
+#define SHAPE_ALLOC(name, P)                                                                       \
+    static uintptr_t name(P##_PARAMS)                                                              \
     {                                                                                              \
-        ALLOCATED(name, a);                                                                        \
+        ALLOCATED(name, a, P);                                                                     \
     }
-#define HOOK_NEW(name)                                                                             \
-    static uintptr_t name(ARGS)                                                                    \
+#define SHAPE_NEW(name, P)                                                                         \
+    static uintptr_t name(P##_PARAMS)                                                              \
     {                                                                                              \
-        NEWED(name, a);                                                                            \
+        NEWED(name, a, P);                                                                         \
     }
-#define HOOK_NEW_N(name)                                                                           \
-    static uintptr_t name(ARGS)                                                                    \
+#define SHAPE_NEW_N(name, P)                                                                       \
+    static uintptr_t name(P##_PARAMS)                                                              \
     {                                                                                              \
-        NEWED(name, product(a, b));                                                                \
+        NEWED(name, product(a, b), P);                                                             \
     }
 /* size in the second (tc_memalign, mi_aligned_alloc) */
-#define HOOK_ALLOC_B(name)                                                                         \
-    static uintptr_t name(ARGS)                                                                    \
+#define SHAPE_ALLOC_B(name, P)                                                                     \
+    static uintptr_t name(P##_PARAMS)                                                              \
     {                                                                                              \
-        ALLOCATED(name, b);                                                                        \
+        ALLOCATED(name, b, P);                                                                     \
     }
 /* count and size (tc_calloc, mi_mallocn, mi_calloc_aligned) */
-#define HOOK_CALLOC(name)                                                                          \
-    static uintptr_t name(ARGS)                                                                    \
+#define SHAPE_CALLOC(name, P)                                                                      \
+    static uintptr_t name(P##_PARAMS)                                                              \
     {                                                                                              \
-        ALLOCATED(name, product(a, b));                                                            \
+        ALLOCATED(name, product(a, b), P);                                                         \
     }
-#define HOOK_STRDUP(name)                                                                          \
-    static uintptr_t name(ARGS)                                                                    \
+#define SHAPE_STRDUP(name, P)                                                                      \
+    static uintptr_t name(P##_PARAMS)                                                              \
     {                                                                                              \
-        ALLOCATED(name, strlen((const char *)a) + 1);                                              \
+        ALLOCATED(name, strlen((const char *)a) + 1, P);                                           \
     }
-#define HOOK_STRNDUP(name)                                                                         \
-    static uintptr_t name(ARGS)                                                                    \
+#define SHAPE_STRNDUP(name, P)                                                                     \
+    static uintptr_t name(P##_PARAMS)                                                              \
     {                                                                                              \
-        ALLOCATED(name, strnlen((const char *)a, b) + 1);                                          \
+        ALLOCATED(name, strnlen((const char *)a, b) + 1, P);                                       \
     }
 /* posix_memalign's shape: the block through the first argument, the size in the third */
-#define HOOK_POSIX(name)                                                                           \
-    static uintptr_t name(ARGS)                                                                    \
+#define SHAPE_POSIX(name, P)                                                                       \
+    static uintptr_t name(P##_PARAMS)                                                              \
     {                                                                                              \
-        if (!mt_enter(MT_EXTENDED_ALLOC)) return CALL(name);                                       \
-        int rc = (int)CALL(name);                                                                  \
+        if (!mt_enter(MT_EXTENDED_ALLOC)) return CALL(name, P);                                    \
+        int rc = (int)CALL(name, P);                                                               \
         mt_alloc_done(rc == 0 ? *(void **)a : NULL, c, &MT_SITE(name));                            \
         return (uintptr_t)(unsigned)rc;                                                            \
     }
 /* the record goes first, and the allocator frees inside the guard */
-#define HOOK_FREE(name)                                                                            \
-    static uintptr_t name(ARGS)                                                                    \
+#define SHAPE_FREE(name, P)                                                                        \
+    static uintptr_t name(P##_PARAMS)                                                              \
     {                                                                                              \
         if (!mt_enter(MT_EXTENDED_FREE)) {                                                         \
             mt_forget_unentered((void *)a);                                                        \
-            return CALL(name);                                                                     \
+            return CALL(name, P);                                                                  \
         }                                                                                          \
         struct mt_record old;                                                                      \
         mt_take((void *)a, &old);                                                                  \
-        uintptr_t r = CALL(name);                                                                  \
+        uintptr_t r = CALL(name, P);                                                               \
         mt_leave();                                                                                \
         return r;                                                                                  \
     }
 /* realloc's semantics: a NULL answer to a size of 0 freed the block */
-#define HOOK_REALLOC(name)                                                                         \
-    static uintptr_t name(ARGS)                                                                    \
+#define SHAPE_REALLOC(name, P)                                                                     \
+    static uintptr_t name(P##_PARAMS)                                                              \
     {                                                                                              \
-        REALLOCATED(name, a, b, b != 0);                                                           \
+        REALLOCATED(name, a, b, b != 0, P);                                                        \
     }
 /* rallocx: NULL is a failure, the block stays */
-#define HOOK_REALLOCX(name)                                                                        \
-    static uintptr_t name(ARGS)                                                                    \
+#define SHAPE_REALLOCX(name, P)                                                                    \
+    static uintptr_t name(P##_PARAMS)                                                              \
     {                                                                                              \
-        REALLOCATED(name, a, b, 1);                                                                \
+        REALLOCATED(name, a, b, 1, P);                                                             \
     }
 /* count and size (mi_reallocn, mi_recalloc, mi_reallocarray): an overflow fails, the block stays */
-#define HOOK_REALLOCN(name)                                                                        \
-    static uintptr_t name(ARGS)                                                                    \
+#define SHAPE_REALLOCN(name, P)                                                                    \
+    static uintptr_t name(P##_PARAMS)                                                              \
     {                                                                                              \
-        REALLOCATED(name, a, product(b, c), b &&c);                                                \
+        REALLOCATED(name, a, product(b, c), b &&c, P);                                             \
     }
 /* reallocf: the block is freed when the reallocation fails */
-#define HOOK_REALLOCF(name)                                                                        \
-    static uintptr_t name(ARGS)                                                                    \
+#define SHAPE_REALLOCF(name, P)                                                                    \
+    static uintptr_t name(P##_PARAMS)                                                              \
     {                                                                                              \
-        REALLOCATED(name, a, b, 0);                                                                \
+        REALLOCATED(name, a, b, 0, P);                                                             \
     }
 /* reallocarr(&p, count, size): the block through the first argument, 0 when it moved */
-#define HOOK_REALLOCARR(name)                                                                      \
-    static uintptr_t name(ARGS)                                                                    \
+#define SHAPE_REALLOCARR(name, P)                                                                  \
+    static uintptr_t name(P##_PARAMS)                                                              \
     {                                                                                              \
         void **at = (void **)a;                                                                    \
         struct mt_record old;                                                                      \
         if (!mt_enter(MT_EXTENDED_REALLOC)) {                                                      \
             int had = mt_take_unentered(*at, &old);                                                \
-            int rc = (int)CALL(name);                                                              \
+            int rc = (int)CALL(name, P);                                                           \
             if (had && rc != 0) mt_put_back_unentered(&old);                                       \
             return (uintptr_t)(unsigned)rc;                                                        \
         }                                                                                          \
         int had = mt_take(*at, &old);                                                              \
-        int rc = (int)CALL(name);                                                                  \
+        int rc = (int)CALL(name, P);                                                               \
         mt_realloc_done(rc == 0 ? *at : NULL, product(b, c), &MT_SITE(name), had && rc != 0,       \
                         &old);                                                                     \
         return (uintptr_t)(unsigned)rc;                                                            \
     }
-/* a block resized where it lies (xallocx, mi_expand): counted, its record unchanged */
-#define HOOK_RESIZE(name)                                                                          \
-    static uintptr_t name(ARGS)                                                                    \
+/* xallocx(p, size, extra, flags): the block resized where it lies, its real size answered; at
+ * least size means done, and the record takes the size asked for (up to size + extra, as far as
+ * the real size goes), else the block and its record stay as they were */
+#define SHAPE_XALLOCX(name, P)                                                                     \
+    static uintptr_t name(P##_PARAMS)                                                              \
     {                                                                                              \
-        if (mt_enter(MT_EXTENDED_REALLOC)) mt_leave();                                             \
-        return CALL(name);                                                                         \
+        struct mt_record old;                                                                      \
+        if (!mt_enter(MT_EXTENDED_REALLOC)) return CALL(name, P);                                  \
+        int had = mt_take((void *)a, &old);                                                        \
+        uintptr_t got = CALL(name, P);                                                             \
+        size_t most = b + c < b ? SIZE_MAX : b + c;                                                \
+        mt_realloc_done(got >= b ? (void *)a : NULL, got < most ? got : most, &MT_SITE(name),      \
+                        had && got < b, &old);                                                     \
+        return got;                                                                                \
     }
+
+/* mi_heap_destroy(heap): every block still in the heap is freed with it, each record forgotten
+ * first; the blocks are the allocator's own answer (mi_heap_visit_blocks), never a guess */
+static int forget_block(uintptr_t heap, uintptr_t area, uintptr_t block, uintptr_t size,
+                        uintptr_t arg, uintptr_t unused)
+{
+    (void)heap, (void)area, (void)size, (void)arg, (void)unused;
+    if (block) mt_forget_unentered((void *)block);
+    return 1;
+}
+
+#define SHAPE_DESTROY(name, P)                                                                     \
+    static uintptr_t name(P##_PARAMS)                                                              \
+    {                                                                                              \
+        mt_word_fn visit = __atomic_load_n(&original_mi_heap_visit_blocks, __ATOMIC_ACQUIRE);      \
+        int entered = mt_enter(MT_EXTENDED_FREE);                                                  \
+        if (visit) visit(a, 1, (uintptr_t)forget_block, 0, 0, 0);                                  \
+        uintptr_t r = CALL(name, P);                                                               \
+        if (entered) mt_leave();                                                                   \
+        return r;                                                                                  \
+    }
+/* a function the hooks call, passed on (its original is what they need) */
+#define SHAPE_PASS(name, P)                                                                        \
+    static uintptr_t name(P##_PARAMS)                                                              \
+    {                                                                                              \
+        return CALL(name, P);                                                                      \
+    }
+
+#define HOOK_ALLOC(name) SHAPE_ALLOC(name, PLAIN)
+#define HOOK_ALLOC_B(name) SHAPE_ALLOC_B(name, PLAIN)
+#define HOOK_CALLOC(name) SHAPE_CALLOC(name, PLAIN)
+#define HOOK_NEW(name) SHAPE_NEW(name, PLAIN)
+#define HOOK_NEW_N(name) SHAPE_NEW_N(name, PLAIN)
+#define HOOK_STRDUP(name) SHAPE_STRDUP(name, PLAIN)
+#define HOOK_STRNDUP(name) SHAPE_STRNDUP(name, PLAIN)
+#define HOOK_POSIX(name) SHAPE_POSIX(name, PLAIN)
+#define HOOK_FREE(name) SHAPE_FREE(name, PLAIN)
+#define HOOK_REALLOC(name) SHAPE_REALLOC(name, PLAIN)
+#define HOOK_REALLOCX(name) SHAPE_REALLOCX(name, PLAIN)
+#define HOOK_REALLOCN(name) SHAPE_REALLOCN(name, PLAIN)
+#define HOOK_REALLOCF(name) SHAPE_REALLOCF(name, PLAIN)
+#define HOOK_REALLOCARR(name) SHAPE_REALLOCARR(name, PLAIN)
+#define HOOK_XALLOCX(name) SHAPE_XALLOCX(name, PLAIN)
+#define HOOK_DESTROY(name) SHAPE_DESTROY(name, PLAIN)
+#define HOOK_PASS(name) SHAPE_PASS(name, PLAIN)
+#define HOOK_HEAP_ALLOC(name) SHAPE_ALLOC(name, HEAP)
+#define HOOK_HEAP_CALLOC(name) SHAPE_CALLOC(name, HEAP)
+#define HOOK_HEAP_NEW(name) SHAPE_NEW(name, HEAP)
+#define HOOK_HEAP_NEW_N(name) SHAPE_NEW_N(name, HEAP)
+#define HOOK_HEAP_STRDUP(name) SHAPE_STRDUP(name, HEAP)
+#define HOOK_HEAP_STRNDUP(name) SHAPE_STRNDUP(name, HEAP)
+#define HOOK_HEAP_REALLOC(name) SHAPE_REALLOC(name, HEAP)
+#define HOOK_HEAP_REALLOCN(name) SHAPE_REALLOCN(name, HEAP)
+#define HOOK_HEAP_REALLOCF(name) SHAPE_REALLOCF(name, HEAP)
 
 #define HOOK(name, shape) HOOK_##shape(name)
 MT_FOR_EACH_EXTENDED(HOOK)

@@ -9,8 +9,8 @@
  * mt_attach_preloaded) to these hooks, which forward to the allocator's definition and record
  * as the malloc family's hooks do, the allocator running inside the guard; but a throwing
  * operator new is recorded once it has returned, since a throw would leave the guard held.
- * xallocx and mi_expand resize a block where it lies: counted, and its record keeps the size
- * asked for first.
+ * xallocx and mi_expand resize a block where it lies: its record takes the new size, as after
+ * a realloc that did not move it.
  *
  * Contract
  * - The hooks run on the allocation path of any thread, under recorder.h's hook-side contract:
@@ -20,7 +20,8 @@
  * - Their calls count in three kinds (recorder.h): MT_EXTENDED_ALLOC, MT_EXTENDED_FREE and
  *   MT_EXTENDED_REALLOC (xallocx and mi_expand among them).
  * - The hooks take every argument as a machine word: on x86-64 the functions listed take only
- *   integers and pointers, in the same registers whatever their C types, and at most four.
+ *   integers and pointers, in the same registers whatever their C types, and at most six, the
+ *   registers that carry them, which every hook passes on whole.
  * - mt_extended is constant but for each entry's *original, which attach.c sets once, before
  *   the first word is rewritten to the hook.
  */
@@ -31,7 +32,7 @@
 
 #include "record/hooklist.h"
 
-typedef uintptr_t (*mt_word_fn)(uintptr_t, uintptr_t, uintptr_t, uintptr_t);
+typedef uintptr_t (*mt_word_fn)(uintptr_t, uintptr_t, uintptr_t, uintptr_t, uintptr_t, uintptr_t);
 
 struct mt_extended {
     const char *name;

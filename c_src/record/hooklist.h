@@ -7,10 +7,11 @@
  * the attach patcher will rewrite exactly these names.
  *
  * MT_FOR_EACH_EXTENDED(X) is the allocators' own API beyond the malloc family (extended.h):
- * jemalloc's *allocx, tcmalloc's tc_*, mimalloc's mi_*, the standard names glibc lacks, and C++'s
- * operators new and delete, which each of the three defines. A program linked with one of them
- * calls these past mtrace's exported names; they are reached by rewriting words, as the NIF API is.
- * X(name, SHAPE): SHAPE says which argument is the block and which the size (extended.c).
+ * jemalloc's *allocx, tcmalloc's tc_*, mimalloc's mi_* (its heaps' among them), the standard names
+ * glibc lacks, and C++'s operators new and delete, which each of the three defines. A program
+ * linked with one of them calls these past mtrace's exported names; they are reached by rewriting
+ * words, as the NIF API is. X(name, SHAPE): SHAPE says which argument is the block and which the
+ * size (extended.c).
  *
  * MT_FOR_EACH_NIF_HOOK(X) is the NIF API's share (nif_hooks.h): the functions NIF libraries call
  * in the VM, reached by rewriting their words only (a preloaded definition of them would never
@@ -38,7 +39,7 @@
 #define MT_FOR_EACH_EXTENDED(X)                                                                    \
     X(mallocx, ALLOC)                                                                              \
     X(rallocx, REALLOCX)                                                                           \
-    X(xallocx, RESIZE)                                                                             \
+    X(xallocx, XALLOCX)                                                                            \
     X(dallocx, FREE)                                                                               \
     X(sdallocx, FREE)                                                                              \
     X(tc_malloc, ALLOC)                                                                            \
@@ -109,7 +110,35 @@
     X(mi_reallocarray, REALLOCN)                                                                   \
     X(mi_reallocf, REALLOCF)                                                                       \
     X(mi_reallocarr, REALLOCARR)                                                                   \
-    X(mi_expand, RESIZE)                                                                           \
+    X(mi_expand, REALLOCX)                                                                         \
+    X(mi_heap_malloc, HEAP_ALLOC)                                                                  \
+    X(mi_heap_zalloc, HEAP_ALLOC)                                                                  \
+    X(mi_heap_malloc_small, HEAP_ALLOC)                                                            \
+    X(mi_heap_malloc_aligned, HEAP_ALLOC)                                                          \
+    X(mi_heap_malloc_aligned_at, HEAP_ALLOC)                                                       \
+    X(mi_heap_zalloc_aligned, HEAP_ALLOC)                                                          \
+    X(mi_heap_zalloc_aligned_at, HEAP_ALLOC)                                                       \
+    X(mi_heap_calloc, HEAP_CALLOC)                                                                 \
+    X(mi_heap_mallocn, HEAP_CALLOC)                                                                \
+    X(mi_heap_calloc_aligned, HEAP_CALLOC)                                                         \
+    X(mi_heap_calloc_aligned_at, HEAP_CALLOC)                                                      \
+    X(mi_heap_alloc_new, HEAP_NEW)                                                                 \
+    X(mi_heap_alloc_new_n, HEAP_NEW_N)                                                             \
+    X(mi_heap_strdup, HEAP_STRDUP)                                                                 \
+    X(mi_heap_strndup, HEAP_STRNDUP)                                                               \
+    X(mi_heap_realloc, HEAP_REALLOC)                                                               \
+    X(mi_heap_rezalloc, HEAP_REALLOC)                                                              \
+    X(mi_heap_realloc_aligned, HEAP_REALLOC)                                                       \
+    X(mi_heap_realloc_aligned_at, HEAP_REALLOC)                                                    \
+    X(mi_heap_rezalloc_aligned, HEAP_REALLOC)                                                      \
+    X(mi_heap_rezalloc_aligned_at, HEAP_REALLOC)                                                   \
+    X(mi_heap_reallocn, HEAP_REALLOCN)                                                             \
+    X(mi_heap_recalloc, HEAP_REALLOCN)                                                             \
+    X(mi_heap_recalloc_aligned, HEAP_REALLOCN)                                                     \
+    X(mi_heap_recalloc_aligned_at, HEAP_REALLOCN)                                                  \
+    X(mi_heap_reallocf, HEAP_REALLOCF)                                                             \
+    X(mi_heap_destroy, DESTROY)                                                                    \
+    X(mi_heap_visit_blocks, PASS)                                                                  \
     X(mi_free, FREE)                                                                               \
     X(mi_cfree, FREE)                                                                              \
     X(mi_free_size, FREE)                                                                          \
