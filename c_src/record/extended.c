@@ -182,6 +182,72 @@ static inline size_t product(uintptr_t count, uintptr_t n)
         return got;                                                                                \
     }
 
+/* a reallocation that throws where it fails (mimalloc's mi_new_realloc): the old record is taken
+ * out first, and the new one made once it has answered, since a throw would leave the guard held
+ * (the block it leaves then has no record, and its free counts as one without) */
+#define REALLOCATED_OR_THROWN(name, p, size, P)                                                    \
+    do {                                                                                           \
+        struct mt_record old_;                                                                     \
+        mt_take_unentered((void *)(p), &old_);                                                     \
+        uintptr_t q_ = CALL(name, P);                                                              \
+        if (mt_enter(MT_EXTENDED_REALLOC)) mt_alloc_done((void *)q_, (size), &MT_SITE(name));      \
+        return q_;                                                                                 \
+    } while (0)
+#define SHAPE_NEW_REALLOC(name, P)                                                                 \
+    static uintptr_t name(P##_PARAMS)                                                              \
+    {                                                                                              \
+        REALLOCATED_OR_THROWN(name, a, b, P);                                                      \
+    }
+#define SHAPE_NEW_REALLOCN(name, P)                                                                \
+    static uintptr_t name(P##_PARAMS)                                                              \
+    {                                                                                              \
+        REALLOCATED_OR_THROWN(name, a, product(b, c), P);                                          \
+    }
+/* mimalloc's wide strings are Windows', of 16-bit units */
+static size_t units16(const void *s)
+{
+    size_t n = 0;
+    while (((const uint16_t *)s)[n])
+        n++;
+    return n;
+}
+
+/* a copy of a wide string (mi_wcsdup) */
+#define SHAPE_WCSDUP(name, P)                                                                      \
+    static uintptr_t name(P##_PARAMS)                                                              \
+    {                                                                                              \
+        ALLOCATED(name, (units16((const void *)a) + 1) * 2, P);                                    \
+    }
+/* realpath(path, resolved): a new block only where resolved is NULL */
+#define SHAPE_REALPATH(name, P)                                                                    \
+    static uintptr_t name(P##_PARAMS)                                                              \
+    {                                                                                              \
+        if (b || !mt_enter(MT_EXTENDED_ALLOC)) return CALL(name, P);                               \
+        uintptr_t q = CALL(name, P);                                                               \
+        mt_alloc_done((void *)q, q ? strlen((const char *)q) + 1 : 0, &MT_SITE(name));             \
+        return q;                                                                                  \
+    }
+/* dupenv_s(&buf, &size, name): the copy through the first argument, 0 when done (the wide one's
+ * of 16-bit units) */
+#define DUPENV(name, P, unit, length)                                                              \
+    do {                                                                                           \
+        if (!mt_enter(MT_EXTENDED_ALLOC)) return CALL(name, P);                                    \
+        int rc = (int)CALL(name, P);                                                               \
+        const void *q = rc == 0 ? *(void **)a : NULL;                                              \
+        mt_alloc_done((void *)q, q ? (length(q) + 1) * (unit) : 0, &MT_SITE(name));                \
+        return (uintptr_t)(unsigned)rc;                                                            \
+    } while (0)
+#define SHAPE_DUPENV(name, P)                                                                      \
+    static uintptr_t name(P##_PARAMS)                                                              \
+    {                                                                                              \
+        DUPENV(name, P, 1, strlen);                                                                \
+    }
+#define SHAPE_WDUPENV(name, P)                                                                     \
+    static uintptr_t name(P##_PARAMS)                                                              \
+    {                                                                                              \
+        DUPENV(name, P, 2, units16);                                                               \
+    }
+
 /* mi_heap_destroy(heap): every block still in the heap is freed with it, each record forgotten
  * first; the blocks are the allocator's own answer (mi_heap_visit_blocks), never a guess */
 static int forget_block(uintptr_t heap, uintptr_t area, uintptr_t block, uintptr_t size,
@@ -224,6 +290,12 @@ static int forget_block(uintptr_t heap, uintptr_t area, uintptr_t block, uintptr
 #define HOOK_REALLOCF(name) SHAPE_REALLOCF(name, PLAIN)
 #define HOOK_REALLOCARR(name) SHAPE_REALLOCARR(name, PLAIN)
 #define HOOK_XALLOCX(name) SHAPE_XALLOCX(name, PLAIN)
+#define HOOK_NEW_REALLOC(name) SHAPE_NEW_REALLOC(name, PLAIN)
+#define HOOK_NEW_REALLOCN(name) SHAPE_NEW_REALLOCN(name, PLAIN)
+#define HOOK_WCSDUP(name) SHAPE_WCSDUP(name, PLAIN)
+#define HOOK_REALPATH(name) SHAPE_REALPATH(name, PLAIN)
+#define HOOK_DUPENV(name) SHAPE_DUPENV(name, PLAIN)
+#define HOOK_WDUPENV(name) SHAPE_WDUPENV(name, PLAIN)
 #define HOOK_DESTROY(name) SHAPE_DESTROY(name, PLAIN)
 #define HOOK_PASS(name) SHAPE_PASS(name, PLAIN)
 #define HOOK_HEAP_ALLOC(name) SHAPE_ALLOC(name, HEAP)
@@ -235,6 +307,7 @@ static int forget_block(uintptr_t heap, uintptr_t area, uintptr_t block, uintptr
 #define HOOK_HEAP_REALLOC(name) SHAPE_REALLOC(name, HEAP)
 #define HOOK_HEAP_REALLOCN(name) SHAPE_REALLOCN(name, HEAP)
 #define HOOK_HEAP_REALLOCF(name) SHAPE_REALLOCF(name, HEAP)
+#define HOOK_HEAP_REALPATH(name) SHAPE_REALPATH(name, HEAP)
 
 #define HOOK(name, shape) HOOK_##shape(name)
 MT_FOR_EACH_EXTENDED(HOOK)

@@ -111,6 +111,17 @@
     X(mi_reallocf, REALLOCF)                                                                       \
     X(mi_reallocarr, REALLOCARR)                                                                   \
     X(mi_expand, REALLOCX)                                                                         \
+    X(mi__expand, REALLOCX)                                                                        \
+    X(mi_aligned_recalloc, REALLOCN)                                                               \
+    X(mi_aligned_offset_recalloc, REALLOCN)                                                        \
+    X(mi_new_realloc, NEW_REALLOC)                                                                 \
+    X(mi_new_reallocn, NEW_REALLOCN)                                                               \
+    X(_aligned_malloc, ALLOC)                                                                      \
+    X(mi_mbsdup, STRDUP)                                                                           \
+    X(mi_wcsdup, WCSDUP)                                                                           \
+    X(mi_realpath, REALPATH)                                                                       \
+    X(mi_dupenv_s, DUPENV)                                                                         \
+    X(mi_wdupenv_s, WDUPENV)                                                                       \
     X(mi_heap_malloc, HEAP_ALLOC)                                                                  \
     X(mi_heap_zalloc, HEAP_ALLOC)                                                                  \
     X(mi_heap_malloc_small, HEAP_ALLOC)                                                            \
@@ -137,6 +148,7 @@
     X(mi_heap_recalloc_aligned, HEAP_REALLOCN)                                                     \
     X(mi_heap_recalloc_aligned_at, HEAP_REALLOCN)                                                  \
     X(mi_heap_reallocf, HEAP_REALLOCF)                                                             \
+    X(mi_heap_realpath, HEAP_REALPATH)                                                             \
     X(mi_heap_destroy, DESTROY)                                                                    \
     X(mi_heap_visit_blocks, PASS)                                                                  \
     X(mi_free, FREE)                                                                               \

@@ -45,6 +45,12 @@ void *mi_heap_malloc(void *, size_t);
 void *mi_heap_calloc(void *, size_t, size_t);
 void *mi_heap_realloc(void *, void *, size_t);
 char *mi_heap_strdup(void *, const char *);
+void *mi_malloc_aligned(size_t, size_t);
+void *mi_new_realloc(void *, size_t);
+void *mi_aligned_recalloc(void *, size_t, size_t, size_t);
+char *mi_realpath(const char *, char *);
+unsigned short *mi_wcsdup(const unsigned short *);
+int mi_dupenv_s(char **, size_t *, const char *);
 #define HEAPS 1
 #define OWN_ALLOC(n) mi_malloc(n)
 #define OWN_RESIZE(p, n) (mi_expand(p, n) ? (p) : mi_realloc(p, n))
@@ -143,6 +149,22 @@ static void heaps(void)
 #endif
 }
 
+/* The rest of mimalloc's API that gives or moves a block: its copies of a path, a wide string and
+ * a variable, and its reallocations that throw or align; each block freed. */
+static void rest(void)
+{
+#ifdef HEAPS
+    if (!own) return;
+    static const unsigned short wide[] = {'h', 'e', 'a', 'p', 0};
+    char *env = NULL;
+    mi_free(mi_realpath("/", NULL));
+    mi_free(mi_wcsdup(wide));
+    if (mi_dupenv_s(&env, NULL, "PATH") == 0) mi_free(env);
+    mi_free(mi_new_realloc(mi_malloc(16), 4096));
+    mi_free(mi_aligned_recalloc(mi_malloc_aligned(16, 64), 4, 32, 64));
+#endif
+}
+
 __attribute__((noinline)) static void lose_five(void)
 {
     for (int i = 0; i < 3; i++) {
@@ -173,6 +195,7 @@ int main(int argc, char **argv)
         return 1;
     }
     run(own);
+    rest();
     printf("extended: %s\n", own ? "own" : "std");
     return 0;
 }
