@@ -19,7 +19,7 @@ SYMBOLS = $(SRC)/symbols/symbols.o $(SRC)/symbols/elf.o $(SRC)/symbols/dwarf.o \
 	$(SRC)/symbols/perf.o $(SRC)/symbols/jit.o
 # Which blocks are lost: the snapshot, the stopped world, the mark and its rules.
 MARK = $(SRC)/mark/snapshot.o $(SRC)/mark/world.o $(SRC)/mark/reach.o $(SRC)/mark/roots.o \
-	$(SRC)/mark/remember.o $(SRC)/mark/scrub.o $(SRC)/mark/stacks.o \
+	$(SRC)/mark/remember.o $(SRC)/mark/scrub.o $(SRC)/mark/stacks.o $(SRC)/mark/verdict.o \
 	$(SRC)/mark/layouts.o $(SRC)/mark/glibc_heap.o $(SRC)/mark/beam_heaps.o \
 	$(SRC)/mark/beam_alloc.o $(SRC)/mark/beam_regs.o $(SRC)/mark/beam_vm.o $(SRC)/mark/rules.o
 # Reports, CSV, when they happen, and the C API.
