@@ -775,11 +775,21 @@ defmodule Mtrace.WhyTest do
 
           losers = for id <- ids, do: :erlang.spawn_opt(lose, [{:scheduler, id}])
           masked = for pid <- losers, do: receive(do: ({:lost, ^pid, x} -> x))
-          true = Enum.all?(masked, &is_integer/1)
-          found = for s <- Mtrace.leaks(blocks: true, min_age: 0), do: Bitwise.bxor(s.address, m)
-          whys = Enum.map(masked, &Mtrace.why(Bitwise.bxor(&1, m)))
+
+          # malloc may not give the freed binary's chunk to the block in 10 tries: a miss
+          answer =
+            if Enum.all?(masked, &is_integer/1) do
+              found =
+                for s <- Mtrace.leaks(blocks: true, min_age: 0), do: Bitwise.bxor(s.address, m)
+
+              whys = Enum.map(masked, &Mtrace.why(Bitwise.bxor(&1, m)))
+              {Enum.map(masked, &(&1 in found)), whys}
+            else
+              {[false, false, false], [:no_block_over_the_binary | masked]}
+            end
+
           Enum.each(losers, &send(&1, :stop))
-          {Enum.map(masked, &(&1 in found)), whys}
+          answer
           """,
           [{"LD_PRELOAD", mtrace_so()}, {"ERL_AFLAGS", "+MBe false"}]
         )
