@@ -9,7 +9,7 @@ defmodule Mtrace.Call do
 
   @spec olds(term(), term()) :: [Mtrace.record()]
   def olds(n, opts) do
-    count!("Mtrace.olds/2", n)
+    non_negative!("Mtrace.olds/2", "n", n)
     opts = if is_boolean(opts), do: [demangle: opts], else: opts
     Reader.olds(n, Options.validate!(:olds, "Mtrace.olds/2", opts))
   end
@@ -18,7 +18,7 @@ defmodule Mtrace.Call do
   def leaks(opts) do
     opts = Options.validate!(:leaks, "Mtrace.leaks/1", opts)
 
-    here_or_across(:leaks, "Mtrace.leaks/1", opts, [opts], fn ->
+    here_or_across(:leaks, "Mtrace.leaks/1", opts, &[&1], fn ->
       opts |> Reader.leaks() |> elem(0)
     end)
   end
@@ -39,27 +39,21 @@ defmodule Mtrace.Call do
 
   @spec why(term(), term()) :: Mtrace.Path.t() | nil | {:error, :not_a_block}
   def why(address, opts) do
-    unless is_integer(address) and address >= 0,
-      do:
-        raise(
-          ArgumentError,
-          "Mtrace.why/2: address must be a non-negative integer, got: #{inspect(address)}"
-        )
-
+    non_negative!("Mtrace.why/2", "address", address)
     Reader.why(address, Options.validate!(:why, "Mtrace.why/2", opts))
   end
 
   @spec top(term(), term()) :: [Mtrace.Site.t()] | %{node() => term()}
   def top(n, opts) do
-    count!("Mtrace.top/2", n)
+    non_negative!("Mtrace.top/2", "n", n)
     opts = Options.validate!(:top, "Mtrace.top/2", opts)
-    here_or_across(:top, "Mtrace.top/2", opts, [n, opts], fn -> Reader.top(n, opts) end)
+    here_or_across(:top, "Mtrace.top/2", opts, &[n, &1], fn -> Reader.top(n, opts) end)
   end
 
   @spec mark(term()) :: Mark.t() | %{node() => term()}
   def mark(opts) do
     opts = Options.validate!(:mark, "Mtrace.mark/1", opts)
-    here_or_across(:mark, "Mtrace.mark/1", opts, [opts], &Reader.mark/0)
+    here_or_across(:mark, "Mtrace.mark/1", opts, &[&1], &Reader.mark/0)
   end
 
   @spec diff(term(), term()) :: [Mtrace.Site.t()] | %{node() => term()}
@@ -124,20 +118,22 @@ defmodule Mtrace.Call do
     end
   end
 
-  # The reader here, or with nodes: on each node, given this node's arguments (args, whose
-  # options drop nodes: and timeout: there).
-  defp here_or_across(fun, name, opts, args, here) do
+  # The reader here, or with nodes: on each node, called there with args_of of the options
+  # each node is given (this call's, less nodes: and timeout:).
+  defp here_or_across(fun, name, opts, args_of, here) do
     if opts[:nodes] do
-      Cluster.across(fun, name, opts, fn _node, local ->
-        List.replace_at(args, length(args) - 1, local)
-      end)
+      Cluster.across(fun, name, opts, fn _node, local -> args_of.(local) end)
     else
       here.()
     end
   end
 
-  defp count!(name, n) do
-    unless is_integer(n) and n >= 0,
-      do: raise(ArgumentError, "#{name}: n must be a non-negative integer, got: #{inspect(n)}")
+  defp non_negative!(name, arg, value) do
+    unless is_integer(value) and value >= 0,
+      do:
+        raise(
+          ArgumentError,
+          "#{name}: #{arg} must be a non-negative integer, got: #{inspect(value)}"
+        )
   end
 end
