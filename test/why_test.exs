@@ -785,7 +785,7 @@ defmodule Mtrace.WhyTest do
               whys = Enum.map(masked, &Mtrace.why(Bitwise.bxor(&1, m)))
               {Enum.map(masked, &(&1 in found)), whys}
             else
-              {[false, false, false], [:no_block_over_the_binary | masked]}
+              {Enum.map(masked, fn _ -> false end), [:no_block_over_the_binary | masked]}
             end
 
           Enum.each(losers, &send(&1, :stop))
