@@ -128,7 +128,7 @@ defmodule Mtrace.LeaksTest do
   test "a binary the NIF neither releases nor makes a term is lost; the ones made terms are the VM's" do
     {sites, stats} =
       in_node("""
-      for _ <- 1..3, do: :ok = Lost.lose_binary(200)
+      for _ <- 1..20, do: :ok = Lost.lose_binary(200)
       kept = for _ <- 1..50, do: Lost.buffer(10)
       made = for _ <- 1..200, do: Lost.lose_in_binary_tail(64)
       Process.sleep(1100)
@@ -138,10 +138,12 @@ defmodule Mtrace.LeaksTest do
       """)
 
     # Each the Binary's header (the VM's: 24 bytes in OTP 25 and 26, 32 in 27) and the 200 bytes.
-    # The budget is 2 of the 3: a stale word of a scheduler's stack may still point at one.
+    # A stale word may still keep one of the last made: the VM's freed blocks are discounted, but
+    # a block without a record that reused such memory is read whole. Such words are a few a node,
+    # however many are lost: the budget is 16 of the 20.
     assert [{"lose_binary", bytes, blocks}] = sites
-    assert blocks in 2..3 and div(bytes, blocks) in 224..232 and rem(bytes, blocks) == 0
-    assert stats.enif_alloc_binary_cnt >= 203 and stats.enif_make_binary_cnt >= 200
+    assert blocks in 16..20 and div(bytes, blocks) in 224..232 and rem(bytes, blocks) == 0
+    assert stats.enif_alloc_binary_cnt >= 220 and stats.enif_make_binary_cnt >= 200
   end
 
   test "with the VM's allocators routed to malloc, as bin/run starts a node, enif_alloc and resources are seen" do
